@@ -1,0 +1,37 @@
+//! Wire types of the control-plane API (Connect unary JSON). Requests reject unknown fields;
+//! replies never carry secrets.
+
+pub mod agents;
+pub mod common;
+pub mod gateways;
+pub mod models;
+pub mod pools;
+pub mod rules;
+pub mod workspace;
+
+pub use common::*;
+
+/// Service names, as they appear in `POST /<service>/<Operation>`.
+pub mod service {
+    pub const MGMT: &str = "svc.mgmt.v1.ManagementService";
+    pub const AGENTS: &str = "svc.agents.v1.AgentService";
+    pub const RULES: &str = "svc.rules.v1.RuleService";
+    pub const SYNC: &str = "svc.sync.v1.SyncService";
+}
+
+/// Every request body names its workspace; the server checks it against the caller's key.
+pub trait WorkspaceScoped {
+    /// The workspace the request is for; `None` only where the operation allows omitting it.
+    fn workspace_id(&self) -> Option<&str>;
+}
+
+macro_rules! scoped {
+    ($($ty:ty),* $(,)?) => {$(
+        impl $crate::api::WorkspaceScoped for $ty {
+            fn workspace_id(&self) -> Option<&str> {
+                Some(&self.workspace_id)
+            }
+        }
+    )*};
+}
+pub(crate) use scoped;

@@ -1,0 +1,12 @@
+//! Shared by every Portcullis component: the wire types of the control-plane API, the
+//! gateway snapshot, identifiers and key formats, and the Cedar schema.
+
+pub mod api;
+pub mod error;
+pub mod keys;
+pub mod policy;
+pub mod provider;
+pub mod snapshot;
+pub mod ttl;
+
+pub use error::{Code, ConnectError};

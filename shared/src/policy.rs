@@ -1,0 +1,267 @@
+//! The Cedar side of authorization shared by the control plane (which validates bundles) and
+//! the gateway (which evaluates them): the schema, entity and action ids, bundle parsing with
+//! qualified policy ids, and the typed request context.
+
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+use cedar_policy::{
+    Context, EntityId, EntityTypeName, EntityUid, Policy, PolicyId, PolicySet,
+    RestrictedExpression, Schema, ValidationMode, Validator,
+};
+
+/// The schema text, shipped in `policies/schema.cedarschema`.
+pub const SCHEMA_TEXT: &str = include_str!("../../policies/schema.cedarschema");
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("the shipped Cedar schema does not parse: {0}")]
+    Schema(String),
+    #[error("the policies do not parse: {0}")]
+    Parse(String),
+    #[error("the policies do not validate against the schema: {0}")]
+    Invalid(String),
+    #[error("policy templates are not supported in rule bundles")]
+    Template,
+    #[error("policy id {0} is used twice")]
+    DuplicateId(String),
+}
+
+/// The parsed schema, built once.
+pub fn schema() -> Result<&'static Schema, PolicyError> {
+    static SCHEMA: OnceLock<Result<Schema, String>> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            Schema::from_cedarschema_str(SCHEMA_TEXT)
+                .map(|(schema, _warnings)| schema)
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| PolicyError::Schema(e.clone()))
+}
+
+/// Entity types of the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Agent,
+    Gateway,
+    Model,
+    Pool,
+    ToolConnection,
+    Tool,
+}
+
+impl Kind {
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Kind::Agent => "Svc::Agent",
+            Kind::Gateway => "Svc::Gateway",
+            Kind::Model => "Svc::Model",
+            Kind::Pool => "Svc::Pool",
+            Kind::ToolConnection => "Svc::ToolConnection",
+            Kind::Tool => "Svc::Tool",
+        }
+    }
+}
+
+/// Actions of the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    GatewayAccess,
+    LlmInvoke,
+    McpDiscover,
+    McpCall,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::GatewayAccess => "gateway:access",
+            Action::LlmInvoke => "llm:invoke",
+            Action::McpDiscover => "mcp:discover",
+            Action::McpCall => "mcp:call",
+        }
+    }
+
+    /// The action as Cedar text: `Svc::Action::"llm:invoke"`.
+    pub fn cedar(self) -> String {
+        format!("Svc::Action::{}", quote(self.name()))
+    }
+}
+
+/// Quotes a string as a Cedar string literal.
+pub fn quote(s: &str) -> String {
+    format!("\"{}\"", s.escape_default())
+}
+
+/// An entity reference as Cedar text: `Svc::Pool::"gpt"`.
+pub fn cedar_ref(kind: Kind, id: &str) -> String {
+    format!("{}::{}", kind.type_name(), quote(id))
+}
+
+/// An entity uid.
+pub fn uid(kind: Kind, id: &str) -> EntityUid {
+    EntityUid::from_type_name_and_id(type_name(kind.type_name()), EntityId::new(id))
+}
+
+/// An action uid.
+pub fn action_uid(action: Action) -> EntityUid {
+    EntityUid::from_type_name_and_id(type_name("Svc::Action"), EntityId::new(action.name()))
+}
+
+#[allow(clippy::expect_used)] // constants of this module; `type_names_parse` checks each one
+fn type_name(name: &str) -> EntityTypeName {
+    EntityTypeName::from_str(name).expect("the schema's type names parse")
+}
+
+/// Parses a bundle's Cedar text and gives every policy a qualified id:
+/// `{prefix}/{@id annotation}` when it has one, else `{prefix}/{position}`.
+pub fn parse_bundle(prefix: &str, text: &str) -> Result<Vec<Policy>, PolicyError> {
+    let parsed = PolicySet::from_str(text).map_err(|e| PolicyError::Parse(render(&e)))?;
+    if parsed.templates().next().is_some() {
+        return Err(PolicyError::Template);
+    }
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    // `policies()` does not promise source order; sort by the parser's ids (policy0, policy1…).
+    let mut policies: Vec<&Policy> = parsed.policies().collect();
+    policies.sort_by_key(|p| p.id().to_string().trim_start_matches("policy").parse::<u64>().ok());
+    for (i, policy) in policies.into_iter().enumerate() {
+        let local = policy.annotation("id").map_or_else(|| i.to_string(), str::to_string);
+        let id = format!("{prefix}/{local}");
+        if !seen.insert(id.clone()) {
+            return Err(PolicyError::DuplicateId(id));
+        }
+        out.push(policy.new_id(PolicyId::new(id)));
+    }
+    Ok(out)
+}
+
+/// Builds a policy set from already-parsed policies.
+pub fn policy_set(policies: impl IntoIterator<Item = Policy>) -> Result<PolicySet, PolicyError> {
+    let mut set = PolicySet::new();
+    for policy in policies {
+        let id = policy.id().to_string();
+        set.add(policy).map_err(|_| PolicyError::DuplicateId(id))?;
+    }
+    Ok(set)
+}
+
+/// Validates a policy set against the schema in strict mode.
+pub fn validate(set: &PolicySet) -> Result<(), PolicyError> {
+    let validator = Validator::new(schema()?.clone());
+    let result = validator.validate(set, ValidationMode::Strict);
+    if result.validation_passed() {
+        return Ok(());
+    }
+    let messages: Vec<String> = result.validation_errors().map(render).collect();
+    Err(PolicyError::Invalid(messages.join("; ")))
+}
+
+/// Renders a Cedar error on one line.
+fn render(e: &impl std::fmt::Display) -> String {
+    e.to_string().replace('\n', " ")
+}
+
+/// Who the agent acts for on this request, as Cedar sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActAs {
+    pub present: bool,
+    pub verified: bool,
+    pub method: String,
+    pub sub: String,
+    pub email: String,
+    pub groups: Vec<String>,
+}
+
+/// The request context of every authorization call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestContext {
+    pub act_as: ActAs,
+    pub gateway_id: String,
+    /// `llm` or `mcp`.
+    pub surface: &'static str,
+}
+
+impl RequestContext {
+    /// Builds the Cedar context from typed values (no JSON round trip).
+    pub fn to_cedar(&self) -> Result<Context, String> {
+        let act_as = RestrictedExpression::new_record([
+            ("present".to_string(), RestrictedExpression::new_bool(self.act_as.present)),
+            ("verified".to_string(), RestrictedExpression::new_bool(self.act_as.verified)),
+            ("method".to_string(), RestrictedExpression::new_string(self.act_as.method.clone())),
+            ("sub".to_string(), RestrictedExpression::new_string(self.act_as.sub.clone())),
+            ("email".to_string(), RestrictedExpression::new_string(self.act_as.email.clone())),
+            (
+                "groups".to_string(),
+                RestrictedExpression::new_set(
+                    self.act_as.groups.iter().cloned().map(RestrictedExpression::new_string),
+                ),
+            ),
+        ])
+        .map_err(|e| e.to_string())?;
+        Context::from_pairs([
+            ("act_as".to_string(), act_as),
+            ("gateway_id".to_string(), RestrictedExpression::new_string(self.gateway_id.clone())),
+            ("surface".to_string(), RestrictedExpression::new_string(self.surface.to_string())),
+        ])
+        .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_schema_parses() {
+        assert!(schema().is_ok(), "{:?}", schema().err());
+    }
+
+    #[test]
+    fn type_names_parse() {
+        for kind in [Kind::Agent, Kind::Gateway, Kind::Model, Kind::Pool, Kind::ToolConnection, Kind::Tool] {
+            assert_eq!(uid(kind, "x").type_name().to_string(), kind.type_name());
+        }
+        assert_eq!(action_uid(Action::LlmInvoke).to_string(), r#"Svc::Action::"llm:invoke""#);
+    }
+
+    #[test]
+    fn bundle_ids_use_annotations_or_positions() {
+        let text = r#"
+            @id("allow-gpt")
+            permit(principal, action == Svc::Action::"llm:invoke", resource == Svc::Pool::"gpt");
+            forbid(principal, action, resource) when { context.surface == "mcp" };
+        "#;
+        let policies = parse_bundle("bundle/b1", text).unwrap();
+        let ids: Vec<String> = policies.iter().map(|p| p.id().to_string()).collect();
+        assert_eq!(ids, ["bundle/b1/allow-gpt", "bundle/b1/1"]);
+        validate(&policy_set(policies).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn unknown_entity_types_fail_validation_with_cedar_message() {
+        let policies =
+            parse_bundle("b", r#"permit(principal == Svc::User::"x", action, resource);"#)
+                .unwrap();
+        let err = validate(&policy_set(policies).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("Svc::User"), "{err}");
+    }
+
+    #[test]
+    fn syntax_errors_are_parse_errors() {
+        assert!(matches!(parse_bundle("b", "permit(principal"), Err(PolicyError::Parse(_))));
+    }
+
+    #[test]
+    fn duplicate_annotation_ids_are_refused() {
+        let text = r#"@id("a") permit(principal, action, resource);
+                      @id("a") forbid(principal, action, resource);"#;
+        assert!(matches!(parse_bundle("b", text), Err(PolicyError::DuplicateId(_))));
+    }
+
+    #[test]
+    fn quoting_escapes_cedar_specials() {
+        assert_eq!(quote(r#"a"b\c"#), r#""a\"b\\c""#);
+    }
+}

@@ -1,0 +1,165 @@
+//! Model providers: which ids exist, how each is called, and what locating details it needs.
+
+/// How the gateway talks to a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// First-party vendor or cloud platform; the gateway translates to its wire format.
+    Native,
+    /// A hosted inference vendor with an OpenAI-shaped API.
+    HostedCompatible,
+    /// `openai_compatible`: any OpenAI-shaped endpoint.
+    Compatible,
+    /// `custom`: provider-specific requests forwarded without translation.
+    Custom,
+}
+
+/// What locates the upstream when the provider has no default base URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Locator {
+    /// A default base URL is known; `base_url` may override it.
+    DefaultBaseUrl(&'static str),
+    /// `base_url` is required.
+    BaseUrl,
+    /// `base_url`, or these `provider_config` keys, are required.
+    BaseUrlOr(&'static [&'static str]),
+}
+
+/// The kind of credential a shared API-key model stores in `secret_values`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretShape {
+    /// Keys are upstream header names; values are sent verbatim.
+    Headers,
+    /// Keys name cloud credential fields.
+    Fields(&'static [&'static str]),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Provider {
+    pub id: &'static str,
+    pub group: Group,
+    pub locator: Locator,
+    pub secret_shape: SecretShape,
+    /// The header the provider's API key goes in, and its scheme prefix (`Bearer `).
+    pub api_key_header: (&'static str, &'static str),
+}
+
+const BEARER: (&str, &str) = ("Authorization", "Bearer ");
+
+const fn hosted(id: &'static str, base: &'static str) -> Provider {
+    Provider {
+        id,
+        group: Group::HostedCompatible,
+        locator: Locator::DefaultBaseUrl(base),
+        secret_shape: SecretShape::Headers,
+        api_key_header: BEARER,
+    }
+}
+
+/// Every provider id the product accepts.
+pub const PROVIDERS: &[Provider] = &[
+    Provider {
+        id: "openai",
+        group: Group::Native,
+        locator: Locator::DefaultBaseUrl("https://api.openai.com/v1"),
+        secret_shape: SecretShape::Headers,
+        api_key_header: BEARER,
+    },
+    Provider {
+        id: "anthropic",
+        group: Group::Native,
+        locator: Locator::DefaultBaseUrl("https://api.anthropic.com"),
+        secret_shape: SecretShape::Headers,
+        api_key_header: ("x-api-key", ""),
+    },
+    Provider {
+        id: "google",
+        group: Group::Native,
+        locator: Locator::DefaultBaseUrl("https://generativelanguage.googleapis.com"),
+        secret_shape: SecretShape::Headers,
+        api_key_header: ("x-goog-api-key", ""),
+    },
+    Provider {
+        id: "vertex",
+        group: Group::Native,
+        locator: Locator::BaseUrlOr(&["project", "location"]),
+        secret_shape: SecretShape::Fields(&["service_account_json"]),
+        api_key_header: BEARER,
+    },
+    Provider {
+        id: "bedrock",
+        group: Group::Native,
+        locator: Locator::BaseUrlOr(&["region"]),
+        secret_shape: SecretShape::Fields(&[
+            "aws_access_key_id",
+            "aws_secret_access_key",
+            "aws_session_token",
+        ]),
+        api_key_header: BEARER,
+    },
+    Provider {
+        id: "databricks",
+        group: Group::HostedCompatible,
+        locator: Locator::BaseUrl,
+        secret_shape: SecretShape::Headers,
+        api_key_header: BEARER,
+    },
+    hosted("groq", "https://api.groq.com/openai/v1"),
+    hosted("together", "https://api.together.xyz/v1"),
+    hosted("fireworks", "https://api.fireworks.ai/inference/v1"),
+    hosted("mistral", "https://api.mistral.ai/v1"),
+    hosted("deepseek", "https://api.deepseek.com/v1"),
+    hosted("openrouter", "https://openrouter.ai/api/v1"),
+    hosted("xai", "https://api.x.ai/v1"),
+    hosted("cerebras", "https://api.cerebras.ai/v1"),
+    hosted("perplexity", "https://api.perplexity.ai"),
+    Provider {
+        id: "azure_openai",
+        group: Group::HostedCompatible,
+        locator: Locator::BaseUrl,
+        secret_shape: SecretShape::Headers,
+        api_key_header: ("api-key", ""),
+    },
+    Provider {
+        id: "openai_compatible",
+        group: Group::Compatible,
+        locator: Locator::BaseUrl,
+        secret_shape: SecretShape::Headers,
+        api_key_header: BEARER,
+    },
+    Provider {
+        id: "custom",
+        group: Group::Custom,
+        locator: Locator::BaseUrl,
+        secret_shape: SecretShape::Headers,
+        api_key_header: BEARER,
+    },
+];
+
+/// Looks a provider up by id.
+pub fn find(id: &str) -> Option<&'static Provider> {
+    PROVIDERS.iter().find(|p| p.id == id)
+}
+
+/// The ids, comma-separated, for error messages.
+pub fn known_ids() -> String {
+    PROVIDERS.iter().map(|p| p.id).collect::<Vec<_>>().join(", ")
+}
+
+impl Provider {
+    /// Whether requests go out in the OpenAI chat-completions shape without translation.
+    pub fn speaks_openai(&self) -> bool {
+        matches!(self.group, Group::HostedCompatible | Group::Compatible) || self.id == "openai"
+    }
+
+    /// The base URL requests go to: `provider_config.base_url`, else the default.
+    pub fn base_url<'a>(&self, configured: Option<&'a str>) -> Option<&'a str>
+    where
+        'static: 'a,
+    {
+        match (configured, self.locator) {
+            (Some(url), _) => Some(url),
+            (None, Locator::DefaultBaseUrl(url)) => Some(url),
+            (None, _) => None,
+        }
+    }
+}
