@@ -1,1 +1,97 @@
-//! placeholder
+//! The Portcullis control plane: the only writer of state. It serves the management API
+//! (Connect unary JSON), compiles rule bundles, and hands gateways their snapshots.
+//!
+//! Request path: [`api`] (route, authenticate, parse, authorize) → handler → [`store`]
+//! (one write transaction per mutation, bumping the workspace revision) → [`api::sync`]
+//! wakes gateways waiting on that revision.
+
+pub mod api;
+pub mod bootstrap;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod rules;
+pub mod snapshot;
+pub mod store;
+pub mod telemetry;
+pub mod validate;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+pub use api::new_platform_key;
+pub use bootstrap::Bootstrap;
+pub use config::Config;
+
+/// Shared state of the running service.
+pub struct App {
+    pub store: store::Store,
+    pub registry: api::Registry,
+    pub metrics: metrics::Metrics,
+    pub config: Config,
+}
+
+/// A running control plane.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub bootstrap: Bootstrap,
+    pub app: Arc<App>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting, finishes in-flight requests, and closes the database.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let _ = self.shutdown.send(true);
+        self.task.await.context("server task")??;
+        self.app.store.close().await;
+        Ok(())
+    }
+
+    /// Waits until the server stops on its own (it only does on error).
+    pub async fn join(&mut self) -> anyhow::Result<()> {
+        (&mut self.task).await.context("server task")??;
+        Ok(())
+    }
+}
+
+/// Opens the store, bootstraps on first start, binds, and serves in the background.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+    let cipher = bootstrap::master_cipher(config.master_key.as_deref(), &config.data_dir)?;
+    let store = store::Store::open(&config.database_url(), cipher)
+        .await
+        .context("opening the database")?;
+    let bootstrap = bootstrap::ensure(&store, &config.data_dir).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let app = Arc::new(App {
+        store,
+        registry: api::Registry::new(),
+        metrics: metrics::Metrics::default(),
+        config,
+    });
+    let router = api::router(app.clone());
+    let (shutdown, mut stop) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    tracing::info!(%addr, backend = ?app.store.backend(), "listening");
+    Ok(Running {
+        addr,
+        bootstrap,
+        app,
+        shutdown,
+        task,
+    })
+}

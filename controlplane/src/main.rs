@@ -1,1 +1,103 @@
-fn main() {}
+//! `portcullis-controlplane`: runs the control plane alone.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use portcullis_controlplane::config::{Config, LogFormat};
+use serde::Serialize;
+
+#[derive(Debug, Parser, Serialize)]
+#[command(
+    name = "portcullis-controlplane",
+    version,
+    about = "Runs the Portcullis control plane."
+)]
+struct Args {
+    /// TOML configuration file.
+    #[arg(long)]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// Address to listen on (default 127.0.0.1:7700; port 0 picks a free port).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<SocketAddr>,
+    /// Data directory (default ./.portcullis).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
+    /// PostgreSQL URL; SQLite in the data dir when omitted.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    database_url: Option<String>,
+    /// Allow webhook deliveries to plain-http loopback and private addresses.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    allow_private_webhook_targets: bool,
+    /// Log format.
+    #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_format: Option<LogFormatArg>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let config = Config::load(args.config.as_deref(), &args)?;
+    portcullis_controlplane::telemetry::init(config.log_format);
+    if config.log_format == LogFormat::Json {
+        tracing::debug!("JSON logs enabled.");
+    }
+    let running = portcullis_controlplane::start(config).await?;
+    announce(&running.bootstrap);
+    shutdown_signal().await;
+    tracing::info!("Shutting down.");
+    running.shutdown().await
+}
+
+/// Shows a newly created admin key once, on an interactive terminal only; logs name the file.
+fn announce(bootstrap: &portcullis_controlplane::Bootstrap) {
+    if let Some(key) = &bootstrap.new_admin_key {
+        tracing::info!(path = %bootstrap.admin_key_path.display(), "Admin platform key created.");
+        if std::io::stdout().is_terminal() {
+            #[allow(clippy::print_stdout)]
+            {
+                println!(
+                    "Admin platform key (shown once, also in {}):\n  {key}",
+                    bootstrap.admin_key_path.display()
+                );
+            }
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

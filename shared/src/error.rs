@@ -63,7 +63,11 @@ pub struct ConnectError {
 
 impl ConnectError {
     pub fn new(code: Code, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), details: Vec::new() }
+        Self {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+        }
     }
 }
 

@@ -84,7 +84,10 @@ mod tests {
     fn malformed_tokens_are_not_ours() {
         assert_eq!(KeyKind::of("sk-abc"), None);
         assert_eq!(KeyKind::of("svc_short"), None);
-        assert_eq!(KeyKind::of(&format!("svc_{}", "-".repeat(KEY_BODY_LEN))), None);
+        assert_eq!(
+            KeyKind::of(&format!("svc_{}", "-".repeat(KEY_BODY_LEN))),
+            None
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod error;
 pub mod keys;
 pub mod policy;
 pub mod provider;
+pub mod seal;
 pub mod snapshot;
 pub mod ttl;
 

@@ -125,9 +125,17 @@ pub fn parse_bundle(prefix: &str, text: &str) -> Result<Vec<Policy>, PolicyError
     let mut seen = std::collections::HashSet::new();
     // `policies()` does not promise source order; sort by the parser's ids (policy0, policy1…).
     let mut policies: Vec<&Policy> = parsed.policies().collect();
-    policies.sort_by_key(|p| p.id().to_string().trim_start_matches("policy").parse::<u64>().ok());
+    policies.sort_by_key(|p| {
+        p.id()
+            .to_string()
+            .trim_start_matches("policy")
+            .parse::<u64>()
+            .ok()
+    });
     for (i, policy) in policies.into_iter().enumerate() {
-        let local = policy.annotation("id").map_or_else(|| i.to_string(), str::to_string);
+        let local = policy
+            .annotation("id")
+            .map_or_else(|| i.to_string(), str::to_string);
         let id = format!("{prefix}/{local}");
         if !seen.insert(id.clone()) {
             return Err(PolicyError::DuplicateId(id));
@@ -187,23 +195,48 @@ impl RequestContext {
     /// Builds the Cedar context from typed values (no JSON round trip).
     pub fn to_cedar(&self) -> Result<Context, String> {
         let act_as = RestrictedExpression::new_record([
-            ("present".to_string(), RestrictedExpression::new_bool(self.act_as.present)),
-            ("verified".to_string(), RestrictedExpression::new_bool(self.act_as.verified)),
-            ("method".to_string(), RestrictedExpression::new_string(self.act_as.method.clone())),
-            ("sub".to_string(), RestrictedExpression::new_string(self.act_as.sub.clone())),
-            ("email".to_string(), RestrictedExpression::new_string(self.act_as.email.clone())),
+            (
+                "present".to_string(),
+                RestrictedExpression::new_bool(self.act_as.present),
+            ),
+            (
+                "verified".to_string(),
+                RestrictedExpression::new_bool(self.act_as.verified),
+            ),
+            (
+                "method".to_string(),
+                RestrictedExpression::new_string(self.act_as.method.clone()),
+            ),
+            (
+                "sub".to_string(),
+                RestrictedExpression::new_string(self.act_as.sub.clone()),
+            ),
+            (
+                "email".to_string(),
+                RestrictedExpression::new_string(self.act_as.email.clone()),
+            ),
             (
                 "groups".to_string(),
                 RestrictedExpression::new_set(
-                    self.act_as.groups.iter().cloned().map(RestrictedExpression::new_string),
+                    self.act_as
+                        .groups
+                        .iter()
+                        .cloned()
+                        .map(RestrictedExpression::new_string),
                 ),
             ),
         ])
         .map_err(|e| e.to_string())?;
         Context::from_pairs([
             ("act_as".to_string(), act_as),
-            ("gateway_id".to_string(), RestrictedExpression::new_string(self.gateway_id.clone())),
-            ("surface".to_string(), RestrictedExpression::new_string(self.surface.to_string())),
+            (
+                "gateway_id".to_string(),
+                RestrictedExpression::new_string(self.gateway_id.clone()),
+            ),
+            (
+                "surface".to_string(),
+                RestrictedExpression::new_string(self.surface.to_string()),
+            ),
         ])
         .map_err(|e| e.to_string())
     }
@@ -220,10 +253,20 @@ mod tests {
 
     #[test]
     fn type_names_parse() {
-        for kind in [Kind::Agent, Kind::Gateway, Kind::Model, Kind::Pool, Kind::ToolConnection, Kind::Tool] {
+        for kind in [
+            Kind::Agent,
+            Kind::Gateway,
+            Kind::Model,
+            Kind::Pool,
+            Kind::ToolConnection,
+            Kind::Tool,
+        ] {
             assert_eq!(uid(kind, "x").type_name().to_string(), kind.type_name());
         }
-        assert_eq!(action_uid(Action::LlmInvoke).to_string(), r#"Svc::Action::"llm:invoke""#);
+        assert_eq!(
+            action_uid(Action::LlmInvoke).to_string(),
+            r#"Svc::Action::"llm:invoke""#
+        );
     }
 
     #[test]
@@ -241,23 +284,31 @@ mod tests {
 
     #[test]
     fn unknown_entity_types_fail_validation_with_cedar_message() {
-        let policies =
-            parse_bundle("b", r#"permit(principal == Svc::User::"x", action, resource);"#)
-                .unwrap();
+        let policies = parse_bundle(
+            "b",
+            r#"permit(principal == Svc::User::"x", action, resource);"#,
+        )
+        .unwrap();
         let err = validate(&policy_set(policies).unwrap()).unwrap_err();
         assert!(err.to_string().contains("Svc::User"), "{err}");
     }
 
     #[test]
     fn syntax_errors_are_parse_errors() {
-        assert!(matches!(parse_bundle("b", "permit(principal"), Err(PolicyError::Parse(_))));
+        assert!(matches!(
+            parse_bundle("b", "permit(principal"),
+            Err(PolicyError::Parse(_))
+        ));
     }
 
     #[test]
     fn duplicate_annotation_ids_are_refused() {
         let text = r#"@id("a") permit(principal, action, resource);
                       @id("a") forbid(principal, action, resource);"#;
-        assert!(matches!(parse_bundle("b", text), Err(PolicyError::DuplicateId(_))));
+        assert!(matches!(
+            parse_bundle("b", text),
+            Err(PolicyError::DuplicateId(_))
+        ));
     }
 
     #[test]

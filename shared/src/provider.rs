@@ -142,7 +142,11 @@ pub fn find(id: &str) -> Option<&'static Provider> {
 
 /// The ids, comma-separated, for error messages.
 pub fn known_ids() -> String {
-    PROVIDERS.iter().map(|p| p.id).collect::<Vec<_>>().join(", ")
+    PROVIDERS
+        .iter()
+        .map(|p| p.id)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Provider {

@@ -30,7 +30,10 @@ pub fn parse(text: &str) -> Result<u64, TtlError> {
         };
         let n: u64 = digits.parse().map_err(|_| malformed())?;
         digits.clear();
-        total = n.checked_mul(unit).and_then(|v| total.checked_add(v)).ok_or_else(malformed)?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(malformed)?;
     }
     if !digits.is_empty() || total == 0 && text.trim().is_empty() {
         return Err(malformed());

@@ -26,9 +26,14 @@ impl AgentStatus {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [AgentStatus::Active, AgentStatus::Suspended, AgentStatus::Provisioned, AgentStatus::Revoked]
-            .into_iter()
-            .find(|m| m.as_str() == s)
+        [
+            AgentStatus::Active,
+            AgentStatus::Suspended,
+            AgentStatus::Provisioned,
+            AgentStatus::Revoked,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
     }
 }
 
@@ -53,9 +58,14 @@ impl ActAsMethod {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [ActAsMethod::None, ActAsMethod::Oidc, ActAsMethod::Hmac, ActAsMethod::Bound]
-            .into_iter()
-            .find(|m| m.as_str() == s)
+        [
+            ActAsMethod::None,
+            ActAsMethod::Oidc,
+            ActAsMethod::Hmac,
+            ActAsMethod::Bound,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
     }
 }
 

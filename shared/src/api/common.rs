@@ -18,7 +18,11 @@ pub struct Endpoints {
 
 impl Endpoints {
     pub fn for_gateway(public_base: &str, gateway_id: &str) -> Self {
-        let url = format!("{}/gateways/{}", public_base.trim_end_matches('/'), gateway_id);
+        let url = format!(
+            "{}/gateways/{}",
+            public_base.trim_end_matches('/'),
+            gateway_id
+        );
         Self {
             mcp_url: format!("{url}/mcp"),
             openai_base_url: format!("{url}/v1"),
@@ -59,7 +63,9 @@ impl AuthMethod {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [AuthMethod::None, AuthMethod::ApiKey, AuthMethod::OAuth].into_iter().find(|m| m.as_str() == s)
+        [AuthMethod::None, AuthMethod::ApiKey, AuthMethod::OAuth]
+            .into_iter()
+            .find(|m| m.as_str() == s)
     }
 }
 
@@ -83,9 +89,13 @@ impl CredentialType {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [CredentialType::None, CredentialType::Shared, CredentialType::PerUser]
-            .into_iter()
-            .find(|m| m.as_str() == s)
+        [
+            CredentialType::None,
+            CredentialType::Shared,
+            CredentialType::PerUser,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
     }
 }
 

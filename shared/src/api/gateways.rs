@@ -21,7 +21,9 @@ impl GatewayState {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [GatewayState::Active, GatewayState::Disabled].into_iter().find(|m| m.as_str() == s)
+        [GatewayState::Active, GatewayState::Disabled]
+            .into_iter()
+            .find(|m| m.as_str() == s)
     }
 }
 
@@ -50,9 +52,14 @@ impl MemberKind {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [MemberKind::Model, MemberKind::Pool, MemberKind::Tool, MemberKind::ToolSource]
-            .into_iter()
-            .find(|m| m.as_str() == s)
+        [
+            MemberKind::Model,
+            MemberKind::Pool,
+            MemberKind::Tool,
+            MemberKind::ToolSource,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
     }
 }
 

@@ -23,9 +23,13 @@ impl PoolStrategy {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [PoolStrategy::RoundRobin, PoolStrategy::Weighted, PoolStrategy::Priority]
-            .into_iter()
-            .find(|m| m.as_str() == s)
+        [
+            PoolStrategy::RoundRobin,
+            PoolStrategy::Weighted,
+            PoolStrategy::Priority,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
     }
 }
 

@@ -24,9 +24,13 @@ impl BundleScope {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [BundleScope::Workspace, BundleScope::Gateway, BundleScope::Agent]
-            .into_iter()
-            .find(|m| m.as_str() == s)
+        [
+            BundleScope::Workspace,
+            BundleScope::Gateway,
+            BundleScope::Agent,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
     }
 }
 
@@ -92,4 +96,8 @@ pub struct ListRuleBundlesResponse {
     pub bundles: Vec<RuleBundle>,
 }
 
-scoped!(DeployRuleBundleRequest, ListRuleBundlesRequest, DeleteRuleBundleRequest);
+scoped!(
+    DeployRuleBundleRequest,
+    ListRuleBundlesRequest,
+    DeleteRuleBundleRequest
+);

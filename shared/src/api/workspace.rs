@@ -82,7 +82,10 @@ impl Permission {
     }
 
     fn is_view(self) -> bool {
-        matches!(self, Permission::GatewayView | Permission::AgentsView | Permission::EventingView)
+        matches!(
+            self,
+            Permission::GatewayView | Permission::AgentsView | Permission::EventingView
+        )
     }
 }
 
@@ -106,7 +109,9 @@ impl Role {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Role::Admin, Role::Operator, Role::Viewer].into_iter().find(|r| r.as_str() == s)
+        [Role::Admin, Role::Operator, Role::Viewer]
+            .into_iter()
+            .find(|r| r.as_str() == s)
     }
 
     pub fn permissions(self) -> Vec<Permission> {

@@ -1,0 +1,339 @@
+//! The Connect unary JSON API: `POST /<service>/<Operation>`. A request is routed to its
+//! operation, authenticated, its body parsed (unknown fields and wrong types refused, with the
+//! field named), its `workspace_id` checked against the key, its permission checked, and then
+//! handled. Every failure leaves through [`crate::error`].
+
+mod agents;
+mod auth;
+mod gateways;
+mod keys;
+mod models;
+mod pools;
+mod rules;
+mod sync;
+pub mod views;
+mod workspace;
+
+pub use workspace::{new_deployment, new_platform_key};
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use portcullis_shared::api::workspace::Permission;
+use portcullis_shared::api::{service, WorkspaceScoped};
+use portcullis_shared::{Code, ConnectError};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+pub use auth::Principal;
+
+use crate::error::{connect_response, invalid, ApiError, ApiResult};
+use crate::store::Store;
+use crate::App;
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// What one request carries into its handler.
+#[derive(Clone)]
+pub struct Ctx {
+    pub app: Arc<App>,
+    pub principal: Arc<Principal>,
+    pub request_id: Arc<str>,
+}
+
+impl Ctx {
+    pub fn store(&self) -> &Store {
+        &self.app.store
+    }
+
+    pub fn workspace_id(&self) -> &str {
+        self.principal.workspace_id()
+    }
+
+    /// Fails unless the caller's key holds the permission.
+    pub fn require(&self, permission: Permission) -> ApiResult<()> {
+        self.principal.require(permission)
+    }
+}
+
+/// Who may call an operation.
+#[derive(Debug, Clone, Copy)]
+pub enum Access {
+    /// A platform key holding this permission.
+    Platform(Permission),
+    /// A gateway deployment token.
+    Deployment,
+}
+
+type Reply = Pin<Box<dyn Future<Output = ApiResult<Value>> + Send>>;
+
+pub struct Operation {
+    access: Access,
+    call: Box<dyn Fn(Ctx, Bytes) -> Reply + Send + Sync>,
+}
+
+/// Wraps a typed handler: parse the body, check its workspace, call, serialize the reply.
+pub fn unary<Req, Resp, F, Fut>(access: Access, handler: F) -> Operation
+where
+    Req: DeserializeOwned + WorkspaceScoped + Send + 'static,
+    Resp: Serialize + 'static,
+    F: Fn(Ctx, Req) -> Fut + Send + Sync + Copy + 'static,
+    Fut: Future<Output = ApiResult<Resp>> + Send + 'static,
+{
+    Operation {
+        access,
+        call: Box::new(move |ctx, body| {
+            Box::pin(async move {
+                let req: Req = parse_body(&body)?;
+                check_workspace(&ctx, req.workspace_id())?;
+                let reply = handler(ctx, req).await?;
+                serde_json::to_value(reply).map_err(|e| ApiError::Internal(e.to_string()))
+            })
+        }),
+    }
+}
+
+fn parse_body<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(invalid("the request body is empty; send a JSON object"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let detail = strip_position(&inner.to_string());
+        if path == "." {
+            invalid(format!("invalid request body: {detail}"))
+        } else {
+            invalid(format!("invalid request body: field {path}: {detail}"))
+        }
+    })?;
+    de.end()
+        .map_err(|_| invalid("invalid request body: trailing data after the JSON object"))?;
+    Ok(value)
+}
+
+/// serde_json appends " at line 1 column 42"; the field path says more.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+fn check_workspace(ctx: &Ctx, requested: Option<&str>) -> ApiResult<()> {
+    match requested {
+        Some(id) if id != ctx.workspace_id() => Err(ApiError::PermissionDenied(format!(
+            "this key is not valid for workspace '{id}'"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Every operation, by `<service>/<Operation>`.
+pub struct Registry {
+    operations: HashMap<String, Operation>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        let mut operations = HashMap::new();
+        let mut add = |svc: &str, list: Vec<(&str, Operation)>| {
+            for (name, op) in list {
+                operations.insert(format!("{svc}/{name}"), op);
+            }
+        };
+        add(service::MGMT, models::operations());
+        add(service::MGMT, pools::operations());
+        add(service::MGMT, gateways::operations());
+        add(service::MGMT, workspace::operations());
+        add(service::AGENTS, agents::operations());
+        add(service::AGENTS, keys::operations());
+        add(service::RULES, rules::operations());
+        add(service::SYNC, sync::operations());
+        Self { operations }
+    }
+
+    /// Operation paths, sorted.
+    pub fn paths(&self) -> Vec<&str> {
+        let mut paths: Vec<&str> = self.operations.keys().map(String::as_str).collect();
+        paths.sort_unstable();
+        paths
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .route("/{service}/{operation}", post(dispatch))
+        .fallback(fallback)
+        .with_state(app)
+}
+
+async fn ready(State(app): State<Arc<App>>) -> Response {
+    if app.store.ping().await {
+        (StatusCode::OK, "ready").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
+    }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn fallback() -> Response {
+    let err = ConnectError::new(
+        Code::NotFound,
+        "no such route; operations are POST /<service>/<Operation>",
+    );
+    connect_response(&err, "")
+}
+
+async fn dispatch(
+    State(app): State<Arc<App>>,
+    Path((svc, operation)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let path = format!("{svc}/{operation}");
+    let known = app.registry.operations.contains_key(&path);
+    let result = handle(&app, &path, &headers, body, &request_id).await;
+    let (response, code) = match result {
+        Ok(value) => {
+            let mut response = axum::Json(value).into_response();
+            if let Ok(v) = HeaderValue::from_str(&request_id) {
+                response.headers_mut().insert("x-request-id", v);
+            }
+            (response, "ok")
+        }
+        Err(err) => {
+            let connect = err.to_connect(&request_id);
+            if err.is_internal() {
+                tracing::error!(request_id, operation = %path, error = %err, "Operation failed.");
+            }
+            (
+                connect_response(&connect, &request_id),
+                connect.code.as_str(),
+            )
+        }
+    };
+    let label = if known { path.as_str() } else { "unknown" };
+    app.metrics.record(label, code, started.elapsed());
+    tracing::info!(
+        request_id,
+        operation = label,
+        code,
+        elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "Handled."
+    );
+    response
+}
+
+async fn handle(
+    app: &Arc<App>,
+    path: &str,
+    headers: &HeaderMap,
+    body: Body,
+    request_id: &str,
+) -> ApiResult<Value> {
+    let operation = app
+        .registry
+        .operations
+        .get(path)
+        .ok_or_else(|| ApiError::NotFound(format!("unknown operation {path}")))?;
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    if !media.eq_ignore_ascii_case("application/json") {
+        return Err(invalid("Content-Type must be application/json"));
+    }
+    let principal = auth::authenticate(&app.store, headers, operation.access).await?;
+    if let (Access::Platform(permission), Principal::Platform(_)) = (operation.access, &principal) {
+        principal.require(permission)?;
+    }
+    let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            invalid(format!(
+                "the request body is larger than {MAX_BODY_BYTES} bytes"
+            ))
+        })?;
+    let ctx = Ctx {
+        app: app.clone(),
+        principal: Arc::new(principal),
+        request_id: request_id.into(),
+    };
+    (operation.call)(ctx, body).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Req {
+        workspace_id: String,
+        count: Option<u32>,
+    }
+
+    #[test]
+    fn parse_errors_name_the_field() {
+        let err = parse_body::<Req>(br#"{"workspace_id": "w", "count": "x"}"#).unwrap_err();
+        assert!(err.to_string().contains("field count"), "{err}");
+        let err = parse_body::<Req>(br#"{"workspace_id": "w", "extra": 1}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+        let err = parse_body::<Req>(br#"{}"#).unwrap_err();
+        assert!(
+            err.to_string().contains("missing field `workspace_id`"),
+            "{err}"
+        );
+        let err = parse_body::<Req>(b"").unwrap_err();
+        assert!(err.to_string().contains("empty"), "{err}");
+        let err = parse_body::<Req>(br#"{"workspace_id": "w"} {}"#).unwrap_err();
+        assert!(err.to_string().contains("trailing"), "{err}");
+    }
+
+    #[test]
+    fn every_operation_is_registered_once() {
+        let registry = Registry::new();
+        let paths = registry.paths();
+        for expected in [
+            "svc.mgmt.v1.ManagementService/CreateLLMModelConnection",
+            "svc.agents.v1.AgentService/RegisterAgent",
+            "svc.rules.v1.RuleService/DeployRuleBundle",
+            "svc.sync.v1.SyncService/GetSnapshot",
+        ] {
+            assert!(paths.contains(&expected), "{expected} missing");
+        }
+    }
+}

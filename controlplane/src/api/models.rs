@@ -1,0 +1,323 @@
+//! Model connections: `CreateLLMModelConnection` … `DisconnectLLMOAuth`.
+
+mod rules;
+
+use portcullis_shared::api::models::*;
+use portcullis_shared::api::workspace::Permission;
+use portcullis_shared::api::{AuthMethod, CredentialType, Empty};
+use portcullis_shared::provider;
+
+use super::{unary, views, Access, Ctx, Operation};
+use crate::error::{exists, invalid, not_found, precondition, ApiResult};
+use crate::store::credentials::{self, Owner};
+use crate::store::{gateways, models, now_ms, pools, Conn};
+use crate::validate;
+
+pub use rules::resolve_auth;
+
+pub fn operations() -> Vec<(&'static str, Operation)> {
+    let view = Access::Platform(Permission::GatewayView);
+    let manage = Access::Platform(Permission::GatewayManage);
+    vec![
+        ("CreateLLMModelConnection", unary(manage, create)),
+        ("UpdateLLMModelConnection", unary(manage, update)),
+        ("GetLLMModelConnection", unary(view, get)),
+        ("ListLLMModelConnections", unary(view, list)),
+        ("DeleteLLMModelConnection", unary(manage, delete)),
+        ("BeginLLMOAuthConnect", unary(manage, begin_oauth)),
+        ("DisconnectLLMOAuth", unary(manage, disconnect_oauth)),
+    ]
+}
+
+/// Model and pool names share one namespace: both are what agents send as `model`.
+pub async fn ensure_model_name_free(
+    conn: &mut Conn,
+    workspace_id: &str,
+    name: &str,
+) -> ApiResult<()> {
+    if models::by_name(conn, workspace_id, name).await?.is_some() {
+        return Err(exists(format!(
+            "a model connection named '{name}' already exists"
+        )));
+    }
+    if pools::by_name(conn, workspace_id, name).await?.is_some() {
+        return Err(exists(format!(
+            "a pool named '{name}' already exists; models and pools share the names agents send \
+             as `model`"
+        )));
+    }
+    Ok(())
+}
+
+async fn create(
+    ctx: Ctx,
+    req: CreateLLMModelConnectionRequest,
+) -> ApiResult<CreateLLMModelConnectionResponse> {
+    let name = validate::name("name", &req.name)?;
+    let provider = provider::find(&req.provider).ok_or_else(|| {
+        invalid(format!(
+            "provider '{}' is unknown; known providers: {}",
+            validate::clip(&req.provider),
+            provider::known_ids()
+        ))
+    })?;
+    let config = req.provider_config.ok_or_else(|| {
+        invalid(
+            "provider_config is required and must hold at least `model` (the upstream model id)",
+        )
+    })?;
+    rules::check_provider_config(provider, &config)?;
+    let (auth_method, credential_type) = resolve_auth(req.auth_method, req.credential_type)?;
+    let secrets = req.secret_values.unwrap_or_default();
+    rules::check_secrets(provider, auth_method, credential_type, &secrets)?;
+    let attributes = req.attributes.unwrap_or_default();
+    validate::attributes("attributes", &attributes)?;
+    let (bytes, tokens) = rules::filter_window(
+        req.filter_window_bytes.unwrap_or(0),
+        req.filter_window_tokens.unwrap_or(0),
+    )?;
+
+    let ws = ctx.workspace_id().to_string();
+    let store = ctx.store();
+    let mut tx = store.write(&ws).await?;
+    ensure_model_name_free(tx.conn(), &ws, &name).await?;
+    let now = now_ms();
+    let row = models::ModelRow {
+        id: uuid::Uuid::new_v4().to_string(),
+        workspace_id: ws.clone(),
+        name,
+        provider: provider.id.to_string(),
+        provider_config: serde_json::Value::Object(config).to_string(),
+        auth_method: auth_method.as_str().to_string(),
+        credential_type: credential_type.as_str().to_string(),
+        attributes: serde_json::to_string(&attributes).unwrap_or_else(|_| "{}".into()),
+        filter_window_bytes: bytes,
+        filter_window_tokens: tokens,
+        created_at: now,
+        updated_at: now,
+    };
+    models::insert(tx.conn(), &row).await?;
+    if !secrets.is_empty() {
+        credentials::put(
+            tx.conn(),
+            store.cipher(),
+            &ws,
+            Owner::Model,
+            &row.id,
+            "",
+            &secrets,
+        )
+        .await?;
+    }
+    let model = views::model(tx.conn(), &row).await?;
+    tx.commit().await?;
+    tracing::info!(connection_id = %row.id, provider = %row.provider, "Model connection created.");
+    Ok(CreateLLMModelConnectionResponse {
+        connection_id: row.id,
+        model,
+    })
+}
+
+async fn update(
+    ctx: Ctx,
+    req: UpdateLLMModelConnectionRequest,
+) -> ApiResult<ModelConnectionResponse> {
+    let id = validate::id("connection_id", &req.connection_id)?;
+    let ws = ctx.workspace_id().to_string();
+    let store = ctx.store();
+    let mut tx = store.write(&ws).await?;
+    let mut row = models::get(tx.conn(), &ws, &id)
+        .await?
+        .ok_or_else(|| not_found("model connection", &id))?;
+    let provider = provider::find(&row.provider).ok_or_else(|| views::corrupt("provider"))?;
+
+    if let Some(p) = req
+        .provider
+        .as_deref()
+        .filter(|p| !p.is_empty() && *p != row.provider)
+    {
+        return Err(invalid(format!(
+            "provider cannot change (this model uses '{}', not '{}'); add a new model and replace \
+             it in pools and gateways",
+            row.provider,
+            validate::clip(p)
+        )));
+    }
+    if let Some(name) = req
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty() && *n != row.name)
+    {
+        let name = validate::name("name", name)?;
+        ensure_model_name_free(tx.conn(), &ws, &name).await?;
+        row.name = name;
+    }
+    if let Some(config) = req.provider_config {
+        rules::check_provider_config(provider, &config)?;
+        row.provider_config = serde_json::Value::Object(config).to_string();
+    }
+
+    let current_method =
+        AuthMethod::parse(&row.auth_method).ok_or_else(|| views::corrupt("auth_method"))?;
+    let current_type = CredentialType::parse(&row.credential_type)
+        .ok_or_else(|| views::corrupt("credential_type"))?;
+    let (method, ctype) = rules::updated_auth(
+        (current_method, current_type),
+        req.auth_method,
+        req.credential_type,
+    )?;
+    let auth_changed = (method, ctype) != (current_method, current_type);
+    if auth_changed {
+        // Switching how the upstream is authenticated deletes the stored credential.
+        credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
+        row.auth_method = method.as_str().to_string();
+        row.credential_type = ctype.as_str().to_string();
+    }
+
+    match (req.secret_values, req.secret_values_provided) {
+        (Some(values), false) if !values.is_empty() => {
+            return Err(invalid(
+                "secret_values was sent without secret_values_provided=true; set the flag to \
+                 replace the stored secret values",
+            ))
+        }
+        (values, true) => {
+            let values = values.unwrap_or_default();
+            rules::check_secrets(provider, method, ctype, &values)?;
+            credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
+            if !values.is_empty() {
+                credentials::put(
+                    tx.conn(),
+                    store.cipher(),
+                    &ws,
+                    Owner::Model,
+                    &row.id,
+                    "",
+                    &values,
+                )
+                .await?;
+            }
+        }
+        _ => {}
+    }
+
+    match (req.attributes, req.attributes_provided) {
+        (Some(attrs), false) if !attrs.is_empty() => {
+            return Err(invalid(
+                "attributes was sent without attributes_provided=true; set the flag to replace \
+                 the stored attributes",
+            ))
+        }
+        (attrs, true) => {
+            let attrs = attrs.unwrap_or_default();
+            validate::attributes("attributes", &attrs)?;
+            row.attributes = serde_json::to_string(&attrs).unwrap_or_else(|_| "{}".into());
+        }
+        _ => {}
+    }
+
+    let window_sent = req.filter_window_bytes.is_some() || req.filter_window_tokens.is_some();
+    if req.filter_window_provided {
+        let (bytes, tokens) = rules::filter_window(
+            req.filter_window_bytes.unwrap_or(0),
+            req.filter_window_tokens.unwrap_or(0),
+        )?;
+        row.filter_window_bytes = bytes;
+        row.filter_window_tokens = tokens;
+    } else if window_sent {
+        return Err(invalid(
+            "filter_window_bytes or filter_window_tokens was sent without \
+             filter_window_provided=true; set the flag to replace the filter window",
+        ));
+    }
+
+    row.updated_at = now_ms();
+    models::update(tx.conn(), &row).await?;
+    let model = views::model(tx.conn(), &row).await?;
+    tx.commit().await?;
+    tracing::info!(connection_id = %row.id, auth_changed, "Model connection updated.");
+    Ok(ModelConnectionResponse { model })
+}
+
+async fn get(ctx: Ctx, req: ModelConnectionIdRequest) -> ApiResult<ModelConnectionResponse> {
+    let id = validate::id("connection_id", &req.connection_id)?;
+    let mut conn = ctx.store().read().await?;
+    let row = models::get(&mut conn, ctx.workspace_id(), &id)
+        .await?
+        .ok_or_else(|| not_found("model connection", &id))?;
+    Ok(ModelConnectionResponse {
+        model: views::model(&mut conn, &row).await?,
+    })
+}
+
+async fn list(
+    ctx: Ctx,
+    _req: ListLLMModelConnectionsRequest,
+) -> ApiResult<ListLLMModelConnectionsResponse> {
+    let mut conn = ctx.store().read().await?;
+    let mut out = Vec::new();
+    for row in models::list(&mut conn, ctx.workspace_id()).await? {
+        out.push(views::model(&mut conn, &row).await?);
+    }
+    Ok(ListLLMModelConnectionsResponse { models: out })
+}
+
+/// Deleting a model removes it from every pool and gateway and deletes its credentials.
+async fn delete(ctx: Ctx, req: ModelConnectionIdRequest) -> ApiResult<Empty> {
+    let id = validate::id("connection_id", &req.connection_id)?;
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    if models::get(tx.conn(), &ws, &id).await?.is_none() {
+        return Err(not_found("model connection", &id));
+    }
+    gateways::remove_target(tx.conn(), &id).await?;
+    credentials::delete_all(tx.conn(), Owner::Model, &id).await?;
+    models::delete(tx.conn(), &ws, &id).await?;
+    tx.commit().await?;
+    tracing::info!(connection_id = %id, "Model connection deleted.");
+    Ok(Empty {})
+}
+
+async fn oauth_model(ctx: &Ctx, connection_id: &str) -> ApiResult<models::ModelRow> {
+    let id = validate::id("connection_id", connection_id)?;
+    let mut conn = ctx.store().read().await?;
+    let row = models::get(&mut conn, ctx.workspace_id(), &id)
+        .await?
+        .ok_or_else(|| not_found("model connection", &id))?;
+    if row.auth_method != AuthMethod::OAuth.as_str() {
+        return Err(precondition(format!(
+            "model '{}' uses auth_method={}; OAuth connect and disconnect need auth_method=oauth",
+            row.name, row.auth_method
+        )));
+    }
+    Ok(row)
+}
+
+async fn begin_oauth(
+    ctx: Ctx,
+    req: ModelConnectionIdRequest,
+) -> ApiResult<BeginOAuthConnectResponse> {
+    let row = oauth_model(&ctx, &req.connection_id).await?;
+    if row.credential_type == CredentialType::PerUser.as_str() {
+        return Err(precondition(format!(
+            "model '{}' uses per-user OAuth: each end user connects through the provision URL \
+             returned on their first call",
+            row.name
+        )));
+    }
+    Err(precondition(format!(
+        "model '{}' needs an OAuth client configuration, which this control plane version cannot \
+         store yet; administrator consent is unavailable until it can",
+        row.name
+    )))
+}
+
+/// Revokes the stored grant; disconnecting a disconnected model has no effect.
+async fn disconnect_oauth(ctx: Ctx, req: ModelConnectionIdRequest) -> ApiResult<Empty> {
+    let row = oauth_model(&ctx, &req.connection_id).await?;
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
+    tx.commit().await?;
+    Ok(Empty {})
+}

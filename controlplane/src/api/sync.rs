@@ -1,0 +1,76 @@
+//! `svc.sync.v1.SyncService/GetSnapshot`: gateways long-poll for their workspace's snapshot.
+//! A caller holding the current revision waits until a write commits (woken at once in this
+//! process, and by a one-second re-check for writes made by other control-plane replicas) or
+//! until `wait_seconds` pass.
+
+use std::time::Duration;
+
+use portcullis_shared::snapshot::{
+    GetSnapshotRequest, GetSnapshotResponse, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS,
+};
+
+use super::{unary, Access, Ctx, Operation};
+use crate::error::{invalid, ApiResult};
+use crate::snapshot::{self, Deployment};
+use crate::store::{now_ms, workspaces};
+
+pub fn operations() -> Vec<(&'static str, Operation)> {
+    vec![("GetSnapshot", unary(Access::Deployment, get_snapshot))]
+}
+
+const RECHECK: Duration = Duration::from_secs(1);
+
+async fn current_revision(ctx: &Ctx) -> ApiResult<u64> {
+    let mut conn = ctx.store().read().await?;
+    Ok(workspaces::revision(&mut conn, ctx.workspace_id()).await?)
+}
+
+async fn get_snapshot(ctx: Ctx, req: GetSnapshotRequest) -> ApiResult<GetSnapshotResponse> {
+    let wait = req.wait_seconds.unwrap_or(DEFAULT_WAIT_SECONDS);
+    if wait > MAX_WAIT_SECONDS {
+        return Err(invalid(format!(
+            "wait_seconds must be at most {MAX_WAIT_SECONDS}"
+        )));
+    }
+    let deployment = ctx.principal.as_deployment()?.clone();
+    {
+        let mut tx = ctx.store().write_unscoped().await?;
+        workspaces::touch_deployment(tx.conn(), &deployment.deployment_id, now_ms()).await?;
+        tx.commit().await?;
+    }
+    // Subscribe before reading, so a commit in between is not missed.
+    let mut changes = ctx.store().watch_revision(ctx.workspace_id());
+    let mut revision = current_revision(&ctx).await?;
+    if req.revision == Some(revision) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(wait));
+        while revision == req.revision.unwrap_or_default() {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(GetSnapshotResponse {
+                    revision,
+                    snapshot: None,
+                });
+            }
+            let nap = RECHECK.min(deadline - now);
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = tokio::time::sleep(nap) => {}
+            }
+            revision = current_revision(&ctx).await?;
+        }
+    }
+    let store = ctx.store();
+    let mut tx = store.snapshot_tx().await?;
+    let d = Deployment {
+        deployment_id: &deployment.deployment_id,
+        workspace_id: &deployment.workspace_id,
+        public_url: &deployment.public_url,
+    };
+    let snapshot = snapshot::build(&mut tx, store.cipher(), &d).await?;
+    tx.rollback().await.ok();
+    tracing::debug!(revision = snapshot.revision, deployment_id = %d.deployment_id, "Snapshot served.");
+    Ok(GetSnapshotResponse {
+        revision: snapshot.revision,
+        snapshot: Some(snapshot),
+    })
+}

@@ -1,0 +1,163 @@
+//! Turning stored rows into the API's resource shapes (never with secret values).
+
+use std::collections::BTreeMap;
+
+use portcullis_shared::api::gateways::{Gateway, GatewayMember, GatewayState, MemberKind};
+use portcullis_shared::api::models::ModelConnection;
+use portcullis_shared::api::pools::{LLMPool, PoolMember, PoolStrategy};
+use portcullis_shared::api::{AuthMethod, CredentialType, Endpoints, Ref};
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, ApiResult};
+use crate::store::credentials::{self, Owner};
+use crate::store::{gateways, models, pools, workspaces, Conn};
+
+/// Unix milliseconds as RFC 3339.
+pub fn ts(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub fn corrupt(what: &str) -> ApiError {
+    ApiError::Internal(format!("stored {what} is unreadable"))
+}
+
+fn refs(rows: Vec<(String, String)>) -> Vec<Ref> {
+    rows.into_iter()
+        .map(|(id, name)| Ref { id, name })
+        .collect()
+}
+
+pub async fn model(conn: &mut Conn, row: &models::ModelRow) -> ApiResult<ModelConnection> {
+    let provider_config: Map<String, Value> =
+        serde_json::from_str(&row.provider_config).map_err(|_| corrupt("provider_config"))?;
+    let attributes: BTreeMap<String, String> =
+        serde_json::from_str(&row.attributes).map_err(|_| corrupt("attributes"))?;
+    let auth_method = AuthMethod::parse(&row.auth_method).ok_or_else(|| corrupt("auth_method"))?;
+    let credential_type =
+        CredentialType::parse(&row.credential_type).ok_or_else(|| corrupt("credential_type"))?;
+    let secret_keys = credentials::shared_keys(conn, Owner::Model, &row.id).await?;
+    let has_credential = secret_keys.as_ref().is_some_and(|k| !k.is_empty());
+    let oauth_state = (auth_method == AuthMethod::OAuth
+        && credential_type == CredentialType::Shared)
+        .then(|| {
+            if has_credential {
+                "connected"
+            } else {
+                "disconnected"
+            }
+            .to_string()
+        });
+    Ok(ModelConnection {
+        connection_id: row.id.clone(),
+        workspace_id: row.workspace_id.clone(),
+        name: row.name.clone(),
+        provider: row.provider.clone(),
+        provider_config,
+        auth_method,
+        credential_type,
+        secret_keys: if auth_method == AuthMethod::ApiKey {
+            secret_keys.unwrap_or_default()
+        } else {
+            Vec::new()
+        },
+        has_credential,
+        attributes,
+        filter_window_bytes: u64::try_from(row.filter_window_bytes).unwrap_or_default(),
+        filter_window_tokens: u64::try_from(row.filter_window_tokens).unwrap_or_default(),
+        gateways: refs(gateways::gateways_of_target(conn, &row.id).await?),
+        pools: refs(pools::pools_of_model(conn, &row.id).await?),
+        oauth_state,
+        created_at: ts(row.created_at),
+        updated_at: ts(row.updated_at),
+    })
+}
+
+pub async fn pool(conn: &mut Conn, row: &pools::PoolRow) -> ApiResult<LLMPool> {
+    let members = pools::members(conn, &row.id)
+        .await?
+        .into_iter()
+        .map(|m| PoolMember {
+            connection_id: m.connection_id,
+            name: m.name,
+            weight: u32::try_from(m.weight).unwrap_or(1),
+            priority: u32::try_from(m.priority).unwrap_or_default(),
+        })
+        .collect();
+    Ok(LLMPool {
+        pool_id: row.id.clone(),
+        workspace_id: row.workspace_id.clone(),
+        name: row.name.clone(),
+        strategy: PoolStrategy::parse(&row.strategy).ok_or_else(|| corrupt("pool strategy"))?,
+        members,
+        gateways: refs(gateways::gateways_of_target(conn, &row.id).await?),
+        created_at: ts(row.created_at),
+        updated_at: ts(row.updated_at),
+    })
+}
+
+/// The endpoints of a gateway, when the workspace has a deployment with a public URL.
+pub async fn endpoints(
+    conn: &mut Conn,
+    workspace_id: &str,
+    gateway_id: &str,
+) -> ApiResult<Option<Endpoints>> {
+    let base = workspaces::gateway_public_base(conn, workspace_id).await?;
+    Ok(base.map(|b| Endpoints::for_gateway(&b, gateway_id)))
+}
+
+pub async fn gateway(conn: &mut Conn, row: &gateways::GatewayRow) -> ApiResult<Gateway> {
+    let mut members = Vec::new();
+    for m in gateways::members(conn, &row.id).await? {
+        let kind = MemberKind::parse(&m.kind).ok_or_else(|| corrupt("gateway member kind"))?;
+        let member = match kind {
+            MemberKind::Pool => {
+                let name = pools::get(conn, &row.workspace_id, &m.target_id)
+                    .await?
+                    .map(|p| p.name)
+                    .unwrap_or_default();
+                GatewayMember {
+                    kind,
+                    connection_id: None,
+                    pool_id: Some(m.target_id),
+                    tool: None,
+                    name,
+                }
+            }
+            MemberKind::Model => {
+                let name = models::get(conn, &row.workspace_id, &m.target_id)
+                    .await?
+                    .map(|c| c.name)
+                    .unwrap_or_default();
+                GatewayMember {
+                    kind,
+                    connection_id: Some(m.target_id),
+                    pool_id: None,
+                    tool: None,
+                    name,
+                }
+            }
+            MemberKind::Tool | MemberKind::ToolSource => {
+                return Err(ApiError::Internal(
+                    "tool memberships need a newer control plane".to_string(),
+                ))
+            }
+        };
+        members.push(member);
+    }
+    Ok(Gateway {
+        gateway_id: row.id.clone(),
+        workspace_id: row.workspace_id.clone(),
+        name: row.name.clone(),
+        description: row.description.clone(),
+        state: GatewayState::parse(&row.state).ok_or_else(|| corrupt("gateway state"))?,
+        is_default: row.is_default != 0,
+        members,
+        agent_ids: gateways::granted_agents(conn, &row.id).await?,
+        all_agents: row.all_agents != 0,
+        endpoints: endpoints(conn, &row.workspace_id, &row.id).await?,
+        created_at: ts(row.created_at),
+        updated_at: ts(row.updated_at),
+    })
+}

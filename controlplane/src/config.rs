@@ -1,0 +1,97 @@
+//! Start-up configuration: defaults ← TOML file ← `PORTCULLIS_*` environment ← flags.
+//! Unknown keys are errors.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address the API listens on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Holds the SQLite database, `admin.key` and `master.key`.
+    pub data_dir: PathBuf,
+    /// `postgres://…` to use PostgreSQL; SQLite in the data dir otherwise.
+    pub database_url: Option<String>,
+    /// Base64 of 32 bytes; otherwise `master.key` in the data dir (created on first start).
+    pub master_key: Option<String>,
+    /// Lets webhook deliveries go to plain-http loopback and private addresses.
+    pub allow_private_webhook_targets: bool,
+    pub log_format: LogFormat,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("data_dir", &self.data_dir)
+            .field("database", &self.database_url.as_ref().map(|_| "<set>"))
+            .field("master_key", &self.master_key.as_ref().map(|_| "<set>"))
+            .field(
+                "allow_private_webhook_targets",
+                &self.allow_private_webhook_targets,
+            )
+            .field("log_format", &self.log_format)
+            .finish()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            data_dir: PathBuf::from(".portcullis"),
+            database_url: None,
+            master_key: None,
+            allow_private_webhook_targets: false,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// The environment variables this daemon reads (others, such as the CLI's, are ignored).
+const ENV_KEYS: [&str; 6] = [
+    "listen",
+    "data_dir",
+    "database_url",
+    "master_key",
+    "allow_private_webhook_targets",
+    "log_format",
+];
+
+impl Config {
+    /// Layers the configuration sources; `flags` holds only the flags given.
+    pub fn load(file: Option<&Path>, flags: &impl Serialize) -> Result<Self, Box<figment::Error>> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = file {
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        figment
+            .merge(Env::prefixed("PORTCULLIS_").only(&ENV_KEYS))
+            .merge(Serialized::defaults(flags))
+            .extract()
+            .map_err(Box::new)
+    }
+
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("portcullis.db").display()
+            ),
+        }
+    }
+}

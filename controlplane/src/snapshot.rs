@@ -1,0 +1,156 @@
+//! Builds a workspace's gateway snapshot from the store, at one revision, in one read
+//! transaction.
+
+use std::collections::HashMap;
+
+use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
+use portcullis_shared::api::gateways::{GatewayState, MemberKind};
+use portcullis_shared::api::pools::PoolStrategy;
+use portcullis_shared::api::{AuthMethod, CredentialType};
+use portcullis_shared::snapshot::*;
+
+use crate::api::views::{corrupt, ts};
+use crate::error::ApiResult;
+use crate::rules;
+use crate::store::credentials::{self, Owner};
+use crate::store::{agents, bundles, gateways, models, now_ms, pools, workspaces, Conn};
+
+pub struct Deployment<'a> {
+    pub deployment_id: &'a str,
+    pub workspace_id: &'a str,
+    pub public_url: &'a str,
+}
+
+pub async fn build(
+    conn: &mut Conn,
+    cipher: &portcullis_shared::seal::Cipher,
+    d: &Deployment<'_>,
+) -> ApiResult<Snapshot> {
+    let ws = d.workspace_id;
+    let revision = workspaces::revision(conn, ws).await?;
+
+    let mut members: HashMap<String, (Vec<String>, Vec<String>)> = HashMap::new();
+    for m in gateways::all_members(conn, ws).await? {
+        let entry = members.entry(m.gateway_id).or_default();
+        match MemberKind::parse(&m.kind) {
+            Some(MemberKind::Model) => entry.0.push(m.target_id),
+            Some(MemberKind::Pool) => entry.1.push(m.target_id),
+            _ => {}
+        }
+    }
+    let mut grants: HashMap<String, Vec<String>> = HashMap::new();
+    for (gateway_id, agent_id) in gateways::all_grants(conn, ws).await? {
+        grants.entry(gateway_id).or_default().push(agent_id);
+    }
+    let mut snap_gateways = Vec::new();
+    for g in gateways::list(conn, ws).await? {
+        let (model_ids, pool_ids) = members.remove(&g.id).unwrap_or_default();
+        snap_gateways.push(SnapGateway {
+            state: GatewayState::parse(&g.state).ok_or_else(|| corrupt("gateway state"))?,
+            is_default: g.is_default != 0,
+            all_agents: g.all_agents != 0,
+            agent_ids: grants.remove(&g.id).unwrap_or_default(),
+            model_ids,
+            pool_ids,
+            gateway_id: g.id,
+            name: g.name,
+        });
+    }
+
+    let mut snap_models = Vec::new();
+    for m in models::list(conn, ws).await? {
+        let secrets = credentials::open_shared(conn, cipher, Owner::Model, &m.id).await?;
+        snap_models.push(SnapModel {
+            provider_config: serde_json::from_str(&m.provider_config)
+                .map_err(|_| corrupt("provider_config"))?,
+            auth_method: AuthMethod::parse(&m.auth_method).ok_or_else(|| corrupt("auth_method"))?,
+            credential_type: CredentialType::parse(&m.credential_type)
+                .ok_or_else(|| corrupt("credential_type"))?,
+            secret_values: Secrets(secrets.unwrap_or_default()),
+            attributes: serde_json::from_str(&m.attributes).map_err(|_| corrupt("attributes"))?,
+            filter_window_bytes: u64::try_from(m.filter_window_bytes).unwrap_or_default(),
+            filter_window_tokens: u64::try_from(m.filter_window_tokens).unwrap_or_default(),
+            connection_id: m.id,
+            name: m.name,
+            provider: m.provider,
+        });
+    }
+
+    let mut pool_members: HashMap<String, Vec<SnapPoolMember>> = HashMap::new();
+    for m in pools::all_members(conn, ws).await? {
+        pool_members
+            .entry(m.pool_id)
+            .or_default()
+            .push(SnapPoolMember {
+                connection_id: m.connection_id,
+                weight: u32::try_from(m.weight).unwrap_or(1),
+                priority: u32::try_from(m.priority).unwrap_or_default(),
+            });
+    }
+    let mut snap_pools = Vec::new();
+    for p in pools::list(conn, ws).await? {
+        snap_pools.push(SnapPool {
+            strategy: PoolStrategy::parse(&p.strategy).ok_or_else(|| corrupt("pool strategy"))?,
+            members: pool_members.remove(&p.id).unwrap_or_default(),
+            pool_id: p.id,
+            name: p.name,
+        });
+    }
+
+    let mut key_hashes: HashMap<String, Vec<String>> = HashMap::new();
+    for k in agents::all_keys(conn, ws).await? {
+        key_hashes.entry(k.agent_id).or_default().push(k.key_hash);
+    }
+    let mut snap_agents = Vec::new();
+    for a in agents::all(conn, ws).await? {
+        let hmac = credentials::open_shared(conn, cipher, Owner::AgentActAs, &a.id).await?;
+        snap_agents.push(SnapAgent {
+            status: AgentStatus::parse(&a.status).ok_or_else(|| corrupt("agent status"))?,
+            key_hashes: key_hashes.remove(&a.id).unwrap_or_default(),
+            token_ttl_secs: u64::try_from(a.token_ttl_secs).unwrap_or(600),
+            actas_method: a.actas_method.as_deref().and_then(ActAsMethod::parse),
+            actas_required: a.actas_required != 0,
+            actas_provider_id: a.actas_provider_id,
+            actas_oidc_url: a.actas_oidc_url,
+            actas_hmac_secret: hmac.map(Secrets),
+            agent_id: a.id,
+            name: a.name,
+            parent_id: a.parent_id,
+        });
+    }
+
+    let mut snap_bundles: Vec<SnapBundle> = rules::managed_bundles(conn, ws)
+        .await?
+        .into_iter()
+        .map(|b| SnapBundle {
+            bundle_id: b.bundle_id,
+            scope: b.scope,
+            scope_id: b.scope_id,
+            managed: true,
+            policies: b.policies,
+        })
+        .collect();
+    for row in bundles::list(conn, ws).await? {
+        let b = rules::admin_view(row)?;
+        snap_bundles.push(SnapBundle {
+            bundle_id: b.bundle_id,
+            scope: b.scope,
+            scope_id: b.scope_id,
+            managed: false,
+            policies: b.policies,
+        });
+    }
+
+    Ok(Snapshot {
+        workspace_id: ws.to_string(),
+        revision,
+        deployment_id: d.deployment_id.to_string(),
+        public_url: d.public_url.to_string(),
+        generated_at: ts(now_ms()),
+        gateways: snap_gateways,
+        models: snap_models,
+        pools: snap_pools,
+        agents: snap_agents,
+        bundles: snap_bundles,
+    })
+}

@@ -1,0 +1,14 @@
+//! The store: the control plane's only state, on SQLite (default) or PostgreSQL through one
+//! set of portable queries. Every write runs in a [`WriteTx`] that bumps the workspace
+//! revision and wakes gateways waiting for a new snapshot.
+
+pub mod agents;
+pub mod bundles;
+pub mod credentials;
+mod db;
+pub mod gateways;
+pub mod models;
+pub mod pools;
+pub mod workspaces;
+
+pub use db::{now_ms, Backend, Conn, Store, StoreError, WriteTx};
