@@ -1,0 +1,139 @@
+//! No secret (upstream key, agent key, platform key, HMAC secret) appears in any reply, log
+//! line, error message, or in clear in the store.
+
+use portcullis_tests::controlplane::{AGENTS, MGMT, RULES, SYNC};
+use portcullis_tests::{on_both_backends, ControlPlane};
+use serde_json::{json, Value};
+
+on_both_backends!(secrets_never_leak);
+
+async fn secrets_never_leak(cp: &ControlPlane) {
+    let upstream = "sk-upstream-7c1f0b9e5d";
+    let hmac = "hmac-secret-4a8e2c6b1f";
+    let mut replies: Vec<Value> = Vec::new();
+    let mut record = |v: Value| replies.push(v);
+
+    let m = cp.ok(MGMT, "CreateLLMModelConnection", cp.body(json!({"name": "gpt", "provider": "openai", "provider_config": {"model": "gpt-4o"}, "secret_values": {"Authorization": format!("Bearer {upstream}")}}))).await;
+    record(m.clone());
+    let mid = m["connection_id"].as_str().unwrap().to_string();
+    record(cp.ok(MGMT, "UpdateLLMModelConnection", cp.body(json!({"connection_id": mid, "secret_values": {"Authorization": format!("Bearer {upstream}")}, "secret_values_provided": true}))).await);
+    record(
+        cp.ok(
+            MGMT,
+            "GetLLMModelConnection",
+            cp.body(json!({"connection_id": mid})),
+        )
+        .await,
+    );
+    record(
+        cp.ok(MGMT, "ListLLMModelConnections", cp.body(json!({})))
+            .await,
+    );
+    let bad = cp.call(MGMT, "UpdateLLMModelConnection", cp.body(json!({"connection_id": mid, "secret_values": {"bad header": upstream}, "secret_values_provided": true}))).await;
+    record(bad.body.clone());
+    let bad = cp.call(MGMT, "CreateLLMModelConnection", cp.body(json!({"name": "x", "provider": "openai", "auth_method": "none", "provider_config": {"model": "x"}, "secret_values": {"Authorization": upstream}}))).await;
+    record(bad.body.clone());
+
+    let agent = cp.ok(AGENTS, "RegisterAgent", cp.body(json!({"name": "bot", "actas_method": "hmac", "actas_hmac_secret": hmac, "allowed_gateway_ids": [cp.default_gateway_id]}))).await;
+    record(agent.clone());
+    let key = cp
+        .ok(
+            AGENTS,
+            "CreateAgentKey",
+            cp.body(json!({"agent_id": "bot", "name": "k"})),
+        )
+        .await;
+    let agent_token = key["token"].as_str().unwrap().to_string();
+    let rotated = cp
+        .ok(
+            AGENTS,
+            "RotateAgentKey",
+            cp.body(json!({"agent_id": "bot", "key_name": "k"})),
+        )
+        .await;
+    let rotated_token = rotated["token"].as_str().unwrap().to_string();
+    record(
+        cp.ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "bot"})))
+            .await,
+    );
+    record(cp.ok(AGENTS, "ListAgents", cp.body(json!({}))).await);
+    record(
+        cp.ok(AGENTS, "ListAgentKeys", cp.body(json!({"agent_id": "bot"})))
+            .await,
+    );
+    record(
+        cp.call_as(&rotated_token, MGMT, "ListGateways", cp.body(json!({})))
+            .await
+            .body,
+    );
+
+    let pk = cp
+        .ok(
+            MGMT,
+            "CreatePlatformKey",
+            cp.body(json!({"name": "ops", "role": "operator"})),
+        )
+        .await;
+    let platform_token = pk["token"].as_str().unwrap().to_string();
+    record(cp.ok(MGMT, "ListPlatformKeys", cp.body(json!({}))).await);
+    record(
+        cp.call_as(&platform_token, MGMT, "GetIdentity", json!({}))
+            .await
+            .body,
+    );
+    let dt = cp
+        .ok(
+            MGMT,
+            "CreateDeployment",
+            cp.body(json!({"name": "edge", "public_url": "https://gw.example.com"})),
+        )
+        .await;
+    let deployment_token = dt["token"].as_str().unwrap().to_string();
+    record(cp.ok(MGMT, "ListDeployments", cp.body(json!({}))).await);
+    record(
+        cp.ok(
+            RULES,
+            "ListRuleBundles",
+            cp.body(json!({"include_managed": true})),
+        )
+        .await,
+    );
+    let snapshot = cp
+        .call_as(&deployment_token, SYNC, "GetSnapshot", json!({}))
+        .await;
+    assert_eq!(snapshot.status, 200);
+
+    let secrets = [
+        upstream,
+        hmac,
+        &agent_token,
+        &rotated_token,
+        &platform_token,
+        &deployment_token,
+        &cp.key,
+    ];
+    let all_replies = serde_json::to_string(&replies).unwrap();
+    let logs = cp.logs();
+    assert!(
+        logs.contains("Agent key rotated"),
+        "the run was logged at debug level"
+    );
+    let store = cp.dump_store().await;
+    for secret in secrets {
+        assert!(
+            !all_replies.contains(secret),
+            "a management reply contains a secret"
+        );
+        assert!(!logs.contains(secret), "the log contains a secret");
+        assert!(!store.contains(secret), "the store holds a secret in clear");
+    }
+    if cp.backend == portcullis_tests::Backend::Sqlite {
+        let bytes = String::from_utf8_lossy(&cp.sqlite_bytes()).to_string();
+        for secret in secrets {
+            assert!(
+                !bytes.contains(secret),
+                "the SQLite files hold a secret in clear"
+            );
+        }
+    }
+}
