@@ -3,6 +3,8 @@
 //! are needed, so they always match them.
 
 pub mod compile;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 

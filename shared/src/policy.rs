@@ -5,8 +5,10 @@
 use std::str::FromStr;
 use std::sync::OnceLock;
 
+use std::collections::{HashMap, HashSet};
+
 use cedar_policy::{
-    Context, EntityId, EntityTypeName, EntityUid, Policy, PolicyId, PolicySet,
+    Context, Entity, EntityId, EntityTypeName, EntityUid, Policy, PolicyId, PolicySet,
     RestrictedExpression, Schema, ValidationMode, Validator,
 };
 
@@ -169,6 +171,89 @@ pub fn validate(set: &PolicySet) -> Result<(), PolicyError> {
 /// Renders a Cedar error on one line.
 fn render(e: &impl std::fmt::Display) -> String {
     e.to_string().replace('\n', " ")
+}
+
+fn attrs<const N: usize>(
+    pairs: [(&str, RestrictedExpression); N],
+) -> HashMap<String, RestrictedExpression> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+fn entity_error(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// An agent, with its parent agent when it has one.
+pub fn agent_entity(id: &str, name: &str, parent: Option<&str>) -> Result<Entity, String> {
+    let parents: HashSet<EntityUid> = parent.map(|p| uid(Kind::Agent, p)).into_iter().collect();
+    let attrs = attrs([("name", RestrictedExpression::new_string(name.to_string()))]);
+    Entity::new(uid(Kind::Agent, id), attrs, parents).map_err(entity_error)
+}
+
+pub fn gateway_entity(id: &str, name: &str) -> Result<Entity, String> {
+    let attrs = attrs([("name", RestrictedExpression::new_string(name.to_string()))]);
+    Entity::new(uid(Kind::Gateway, id), attrs, HashSet::new()).map_err(entity_error)
+}
+
+/// A model connection, by name; its `attributes` become tags.
+pub fn model_entity<'a>(
+    name: &str,
+    provider: &str,
+    tags: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<Entity, String> {
+    let attrs = attrs([
+        ("name", RestrictedExpression::new_string(name.to_string())),
+        (
+            "provider",
+            RestrictedExpression::new_string(provider.to_string()),
+        ),
+    ]);
+    let tags = tags
+        .into_iter()
+        .map(|(k, v)| (k.clone(), RestrictedExpression::new_string(v.clone())));
+    Entity::new_with_tags(uid(Kind::Model, name), attrs, HashSet::new(), tags).map_err(entity_error)
+}
+
+pub fn pool_entity(name: &str) -> Result<Entity, String> {
+    let attrs = attrs([("name", RestrictedExpression::new_string(name.to_string()))]);
+    Entity::new(uid(Kind::Pool, name), attrs, HashSet::new()).map_err(entity_error)
+}
+
+/// One operation of a tool connection, `connection/tool`.
+pub fn tool_entities(
+    connection: &str,
+    tool: &str,
+    status: &str,
+    write: bool,
+) -> Result<[Entity; 2], String> {
+    let conn_attrs = attrs([(
+        "name",
+        RestrictedExpression::new_string(connection.to_string()),
+    )]);
+    let conn = Entity::new(
+        uid(Kind::ToolConnection, connection),
+        conn_attrs,
+        HashSet::new(),
+    )
+    .map_err(entity_error)?;
+    let tool_attrs = attrs([
+        ("name", RestrictedExpression::new_string(tool.to_string())),
+        (
+            "status",
+            RestrictedExpression::new_string(status.to_string()),
+        ),
+        ("write", RestrictedExpression::new_bool(write)),
+    ]);
+    let parents = [uid(Kind::ToolConnection, connection)]
+        .into_iter()
+        .collect();
+    let tool = Entity::new(
+        uid(Kind::Tool, &format!("{connection}/{tool}")),
+        tool_attrs,
+        parents,
+    )
+    .map_err(entity_error)?;
+    Ok([conn, tool])
 }
 
 /// Who the agent acts for on this request, as Cedar sees it.

@@ -160,7 +160,7 @@ mod tests {
         let (g, p, m, t) = (
             strings(&["g1"]),
             strings(&["gpt"]),
-            strings(&["claude \"x\""]),
+            strings(&["claude-3.5"]),
             strings(&["everything/echo"]),
         );
         let (groups, emails, subs) = (
@@ -185,7 +185,7 @@ mod tests {
             [
                 "agent/a1/gateway/g1",
                 "agent/a1/pool/gpt",
-                "agent/a1/model/claude \"x\"",
+                "agent/a1/model/claude-3.5",
                 "agent/a1/tool/everything/echo",
                 "agent/a1/actas"
             ]
