@@ -13,7 +13,6 @@ pub mod metrics;
 pub mod rules;
 pub mod snapshot;
 pub mod store;
-pub mod telemetry;
 pub mod validate;
 
 use std::net::SocketAddr;

@@ -52,13 +52,13 @@ enum LogFormatArg {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let config = Config::load(args.config.as_deref(), &args)?;
-    portcullis_controlplane::telemetry::init(config.log_format);
+    portcullis_shared::telemetry::init(config.log_format);
     if config.log_format == LogFormat::Json {
         tracing::debug!("JSON logs enabled.");
     }
     let running = portcullis_controlplane::start(config).await?;
     announce(&running.bootstrap);
-    shutdown_signal().await;
+    portcullis_shared::telemetry::shutdown_signal().await;
     tracing::info!("Shutting down.");
     running.shutdown().await
 }
@@ -76,28 +76,5 @@ fn announce(bootstrap: &portcullis_controlplane::Bootstrap) {
                 );
             }
         }
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }

@@ -22,6 +22,11 @@ fn list(text: &str) -> ApiResult<Vec<String>> {
     serde_json::from_str(text).map_err(|_| views::corrupt("agent list"))
 }
 
+/// Policy ids of an admin bundle start with this.
+pub fn admin_prefix(bundle_id: &str) -> String {
+    format!("bundle/{bundle_id}")
+}
+
 /// Parses and validates a bundle's text, returning its qualified policy ids.
 pub fn check(prefix: &str, text: &str) -> Result<Vec<String>, policy::PolicyError> {
     let policies = policy::parse_bundle(prefix, text)?;
@@ -54,6 +59,7 @@ fn managed(workspace_id: &str, m: Managed<'_>) -> ApiResult<RuleBundle> {
     Ok(RuleBundle {
         bundle_id,
         workspace_id: workspace_id.to_string(),
+        // A managed bundle is named by its policy-id prefix.
         name: prefix.to_string(),
         scope,
         scope_id,

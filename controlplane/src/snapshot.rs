@@ -123,6 +123,7 @@ pub async fn build(
         .await?
         .into_iter()
         .map(|b| SnapBundle {
+            id_prefix: b.name.clone(),
             bundle_id: b.bundle_id,
             scope: b.scope,
             scope_id: b.scope_id,
@@ -133,6 +134,7 @@ pub async fn build(
     for row in bundles::list(conn, ws).await? {
         let b = rules::admin_view(row)?;
         snap_bundles.push(SnapBundle {
+            id_prefix: rules::admin_prefix(&b.bundle_id),
             bundle_id: b.bundle_id,
             scope: b.scope,
             scope_id: b.scope_id,

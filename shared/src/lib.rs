@@ -8,6 +8,7 @@ pub mod policy;
 pub mod provider;
 pub mod seal;
 pub mod snapshot;
+pub mod telemetry;
 pub mod ttl;
 
 pub use error::{Code, ConnectError};

@@ -129,6 +129,8 @@ pub struct SnapAgent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapBundle {
     pub bundle_id: String,
+    /// What the policies' ids were qualified with (`agent/<id>`, `bundle/<id>`, `gateway`).
+    pub id_prefix: String,
     pub scope: BundleScope,
     pub scope_id: Option<String>,
     pub managed: bool,

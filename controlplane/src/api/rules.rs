@@ -65,8 +65,8 @@ async fn deploy(ctx: Ctx, req: DeployRuleBundleRequest) -> ApiResult<RuleBundleR
     let id = existing
         .as_ref()
         .map_or_else(|| uuid::Uuid::new_v4().to_string(), |b| b.id.clone());
-    let policy_ids =
-        rules::check(&format!("bundle/{id}"), &req.policies).map_err(|e| invalid(e.to_string()))?;
+    let policy_ids = rules::check(&rules::admin_prefix(&id), &req.policies)
+        .map_err(|e| invalid(e.to_string()))?;
     if policy_ids.is_empty() {
         return Err(invalid("policies holds no policy"));
     }

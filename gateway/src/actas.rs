@@ -1,0 +1,191 @@
+//! Who the agent acts for, from `X-Svc-Act-As`, checked by the agent's act-as method:
+//! `none` (canonical JSON, base64) and `hmac` (signed, within ±300 s) are verified here;
+//! a header on an agent without a method, or with `bound`, fails closed.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use portcullis_shared::api::agents::ActAsMethod;
+use portcullis_shared::policy::ActAs;
+use serde_json::{Map, Value};
+use sha2::Sha256;
+
+use crate::error::GatewayError;
+use crate::snapshot::AgentEntry;
+
+pub const HEADER: &str = "x-svc-act-as";
+const SKEW_SECS: i64 = 300;
+
+fn bad(msg: &str) -> GatewayError {
+    GatewayError::Forbidden(format!("act-as identity refused: {msg}"))
+}
+
+fn decode(value: &str) -> Result<Map<String, Value>, GatewayError> {
+    let bytes = B64
+        .decode(value.trim())
+        .map_err(|_| bad("the header is not base64"))?;
+    match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(bad("the header is not a JSON object")),
+    }
+}
+
+fn identity(map: &Map<String, Value>, method: &str) -> Result<ActAs, GatewayError> {
+    let text = |k: &str| {
+        map.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let groups = match map.get("groups") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        Some(_) => return Err(bad("groups must be a list of strings")),
+    };
+    let sub = text("sub");
+    if sub.is_empty() {
+        return Err(bad("sub is required"));
+    }
+    Ok(ActAs {
+        present: true,
+        verified: true,
+        method: method.to_string(),
+        sub,
+        email: text("email"),
+        groups,
+    })
+}
+
+/// The verified identity for Cedar's context, or why the request is refused.
+pub fn verify(
+    agent: &AgentEntry,
+    header: Option<&[u8]>,
+    now_secs: i64,
+) -> Result<ActAs, GatewayError> {
+    let header = match header {
+        None if agent.actas_required => {
+            return Err(GatewayError::Forbidden(format!(
+                "agent '{}' must act for a verified person: send {HEADER}",
+                agent.name
+            )))
+        }
+        None => return Ok(ActAs::default()),
+        Some(h) => std::str::from_utf8(h).map_err(|_| bad("the header is not text"))?,
+    };
+    match agent.actas_method {
+        None => Err(GatewayError::BadRequest(format!(
+            "agent '{}' has no act-as method configured; do not send {HEADER}",
+            agent.name
+        ))),
+        Some(ActAsMethod::Bound) => Err(bad(
+            "this agent's identity is bound on the server; the header is not accepted",
+        )),
+        Some(ActAsMethod::None) => identity(&decode(header)?, "none"),
+        Some(ActAsMethod::Hmac) => {
+            let secret = agent
+                .actas_hmac_secret
+                .as_deref()
+                .ok_or_else(|| bad("no HMAC secret is configured"))?;
+            let mut claims = decode(header)?;
+            let sig = match claims.remove("sig") {
+                Some(Value::String(s)) => B64.decode(s).map_err(|_| bad("sig is not base64"))?,
+                _ => return Err(bad("sig is missing")),
+            };
+            let ts = claims
+                .get("ts")
+                .and_then(Value::as_i64)
+                .ok_or_else(|| bad("ts is missing"))?;
+            if (now_secs - ts).abs() > SKEW_SECS {
+                return Err(bad("the timestamp is more than 300 s away"));
+            }
+            // serde_json maps keep keys sorted: this is the canonical form.
+            let canonical =
+                serde_json::to_vec(&Value::Object(claims.clone())).map_err(|_| bad("claims"))?;
+            let mut mac =
+                Hmac::<Sha256>::new_from_slice(secret.as_bytes()).map_err(|_| bad("secret"))?;
+            mac.update(&canonical);
+            mac.verify_slice(&sig)
+                .map_err(|_| bad("the signature does not match"))?;
+            identity(&claims, "hmac")
+        }
+        Some(ActAsMethod::Oidc) => Err(bad(
+            "OIDC verification is not available in this gateway version",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cedar_policy::PolicySet;
+    use portcullis_shared::api::agents::AgentStatus;
+    use portcullis_shared::policy::{uid, Kind};
+
+    fn agent(method: Option<ActAsMethod>) -> AgentEntry {
+        AgentEntry {
+            id: "a".into(),
+            name: "a".into(),
+            status: AgentStatus::Active,
+            uid: uid(Kind::Agent, "a"),
+            policies: PolicySet::new(),
+            actas_method: method,
+            actas_required: false,
+            actas_hmac_secret: Some("0123456789abcdef".into()),
+        }
+    }
+
+    fn signed(claims: Value, secret: &str) -> String {
+        let canonical = serde_json::to_vec(&claims).unwrap();
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(&canonical);
+        let mut with_sig = claims.as_object().unwrap().clone();
+        with_sig.insert(
+            "sig".into(),
+            Value::String(B64.encode(mac.finalize().into_bytes())),
+        );
+        B64.encode(serde_json::to_vec(&Value::Object(with_sig)).unwrap())
+    }
+
+    #[test]
+    fn hmac_is_verified_and_timed() {
+        let a = agent(Some(ActAsMethod::Hmac));
+        let claims =
+            serde_json::json!({"sub": "u1", "email": "u@x.com", "groups": ["eng"], "ts": 1000});
+        let ok = verify(
+            &a,
+            Some(signed(claims.clone(), "0123456789abcdef").as_bytes()),
+            1100,
+        )
+        .unwrap();
+        assert_eq!(
+            (ok.sub.as_str(), ok.verified, ok.groups.len()),
+            ("u1", true, 1)
+        );
+        assert!(verify(
+            &a,
+            Some(signed(claims.clone(), "wrong-secret-000").as_bytes()),
+            1100
+        )
+        .is_err());
+        assert!(verify(
+            &a,
+            Some(signed(claims, "0123456789abcdef").as_bytes()),
+            2000
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn plain_identity_and_refusals() {
+        let header = B64.encode(br#"{"email":"u@x.com","groups":[],"sub":"u1"}"#);
+        let got = verify(&agent(Some(ActAsMethod::None)), Some(header.as_bytes()), 0).unwrap();
+        assert_eq!(got.method, "none");
+        assert!(verify(&agent(None), Some(header.as_bytes()), 0).is_err());
+        assert!(verify(&agent(Some(ActAsMethod::Bound)), Some(header.as_bytes()), 0).is_err());
+        assert!(!verify(&agent(None), None, 0).unwrap().present);
+    }
+}

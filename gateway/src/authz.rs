@@ -1,0 +1,79 @@
+//! Step three: may this agent do this, here? Cedar evaluates the agent's sliced policy set
+//! (and the gateway's scoped admin bundles, when it has any). Default deny; a forbid wins;
+//! attachment alone authorizes nothing.
+
+use cedar_policy::{Authorizer, Context, Decision, EntityUid, PolicySet, Request, Response};
+use portcullis_shared::policy::{action_uid, Action};
+
+use crate::error::Denial;
+use crate::snapshot::{AgentEntry, Compiled, GatewayEntry};
+
+fn evaluate(
+    authorizer: &Authorizer,
+    policies: &PolicySet,
+    snap: &Compiled,
+    request: &Request,
+) -> Response {
+    authorizer.is_authorized(request, policies, &snap.entities)
+}
+
+/// Allows, or explains the denial.
+pub fn check(
+    snap: &Compiled,
+    agent: &AgentEntry,
+    gateway: &GatewayEntry,
+    action: Action,
+    resource: &EntityUid,
+    context: &Context,
+) -> Result<(), Denial> {
+    let request = Request::new(
+        agent.uid.clone(),
+        action_uid(action),
+        resource.clone(),
+        context.clone(),
+        None,
+    )
+    .map_err(|e| Denial {
+        reason: format!("the request could not be evaluated: {e}"),
+        reason_code: "evaluation_error",
+        determining_policy: "default-deny".into(),
+    })?;
+    let authorizer = Authorizer::new();
+    let mut responses = vec![evaluate(&authorizer, &agent.policies, snap, &request)];
+    if let Some(scoped) = &gateway.policies {
+        responses.push(evaluate(&authorizer, scoped, snap, &request));
+    }
+    for r in &responses {
+        for e in r.diagnostics().errors() {
+            tracing::debug!(error = %e, "A policy errored during evaluation and was skipped.");
+        }
+    }
+    // A deny with reasons is a matching forbid; it wins over any permit.
+    let forbid = responses
+        .iter()
+        .filter(|r| r.decision() == Decision::Deny)
+        .find_map(|r| r.diagnostics().reason().next().map(ToString::to_string));
+    if let Some(policy) = forbid {
+        return Err(Denial {
+            reason: format!(
+                "agent '{}' is forbidden to {} {resource}",
+                agent.name,
+                action.name()
+            ),
+            reason_code: "forbidden",
+            determining_policy: policy,
+        });
+    }
+    if responses.iter().any(|r| r.decision() == Decision::Allow) {
+        return Ok(());
+    }
+    Err(Denial {
+        reason: format!(
+            "no rule permits agent '{}' to {} {resource}",
+            agent.name,
+            action.name()
+        ),
+        reason_code: "no_permit",
+        determining_policy: "default-deny".into(),
+    })
+}

@@ -1,0 +1,121 @@
+//! Start-up configuration: defaults ← TOML file ← `PORTCULLIS_*` environment ← flags.
+//! Unknown keys are errors.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+pub use portcullis_shared::telemetry::LogFormat;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address agents connect to; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// The control plane this gateway syncs from.
+    pub control_plane_url: String,
+    /// The deployment token (`svc_dt_…`).
+    pub token: String,
+    /// Holds the last-known-good snapshot.
+    pub data_dir: PathBuf,
+    /// The URL agents use to reach this gateway, when it differs from the deployment's.
+    pub public_url: Option<String>,
+    /// PEM certificate chain and key for TLS; plain HTTP when absent.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Seconds to wait for an upstream's response headers.
+    pub upstream_timeout_secs: u64,
+    /// Seconds in-flight requests get to finish on shutdown.
+    pub shutdown_grace_secs: u64,
+    pub log_format: LogFormat,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("control_plane_url", &self.control_plane_url)
+            .field("token", &"<set>")
+            .field("data_dir", &self.data_dir)
+            .field("public_url", &self.public_url)
+            .field("tls", &self.tls_cert.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7780)),
+            control_plane_url: "http://127.0.0.1:7700".to_string(),
+            token: String::new(),
+            data_dir: PathBuf::from(".portcullis/gateway"),
+            public_url: None,
+            tls_cert: None,
+            tls_key: None,
+            max_body_bytes: 16 * 1024 * 1024,
+            upstream_timeout_secs: 300,
+            shutdown_grace_secs: 30,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+const ENV_KEYS: [&str; 11] = [
+    "listen",
+    "control_plane_url",
+    "token",
+    "data_dir",
+    "public_url",
+    "tls_cert",
+    "tls_key",
+    "max_body_bytes",
+    "upstream_timeout_secs",
+    "shutdown_grace_secs",
+    "log_format",
+];
+
+impl Config {
+    pub fn load(file: Option<&Path>, flags: &impl Serialize) -> Result<Self, Box<figment::Error>> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = file {
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        figment
+            .merge(Env::prefixed("PORTCULLIS_").only(&ENV_KEYS))
+            .merge(Serialized::defaults(flags))
+            .extract()
+            .map_err(Box::new)
+    }
+
+    /// Checks what figment cannot: the token's form, the URL, the TLS pair.
+    pub fn validate(&self) -> Result<(), String> {
+        if portcullis_shared::keys::KeyKind::of(&self.token)
+            != Some(portcullis_shared::keys::KeyKind::Deployment)
+        {
+            return Err(
+                "token must be a deployment token (svc_dt_…); create one with \
+                        `portcullis deployment create`"
+                    .into(),
+            );
+        }
+        let url = url::Url::parse(&self.control_plane_url)
+            .map_err(|e| format!("control_plane_url: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err("control_plane_url must be http or https".into());
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err("tls_cert and tls_key go together".into());
+        }
+        Ok(())
+    }
+
+    pub fn upstream_timeout(&self) -> Duration {
+        Duration::from_secs(self.upstream_timeout_secs.max(1))
+    }
+}

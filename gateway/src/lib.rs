@@ -1,0 +1,133 @@
+//! The Portcullis gateway: the data plane agents call. It never reads the database; it serves
+//! from one immutable snapshot of its workspace, swapped in whole when the control plane
+//! publishes a new revision.
+//!
+//! Request path: [`server`] (accept, TLS) → [`proxy`] (pingora phases) → [`route`] →
+//! [`authn`] → [`actas`] → [`authz`] → [`llm`] (members, upstream, stream) → [`respond`].
+//! Beside it: [`snapshot`] (compile, sync, last-known-good).
+
+pub mod actas;
+pub mod authn;
+pub mod authz;
+pub mod config;
+pub mod error;
+pub mod llm;
+pub mod metrics;
+pub mod proxy;
+pub mod request;
+pub mod respond;
+pub mod route;
+pub mod server;
+pub mod snapshot;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use arc_swap::ArcSwapOption;
+
+pub use config::Config;
+use snapshot::lkg::LastKnownGood;
+use snapshot::Compiled;
+
+/// Shared state of a running gateway.
+pub struct Gateway {
+    pub config: Config,
+    pub snapshot: ArcSwapOption<Compiled>,
+    pub runtime: snapshot::Runtime,
+    pub http: reqwest::Client,
+    pub lkg: LastKnownGood,
+    pub metrics: metrics::Metrics,
+}
+
+impl Gateway {
+    /// The snapshot this request sees, whole, for its whole life.
+    pub fn current(&self) -> Option<Arc<Compiled>> {
+        self.snapshot.load_full()
+    }
+}
+
+pub struct Running {
+    pub addr: SocketAddr,
+    pub gateway: Arc<Gateway>,
+    stop: tokio::sync::watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+    sync: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight requests finish (up to the grace period), stops syncing.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.server.await;
+        let _ = self.sync.await;
+    }
+}
+
+/// Installs the process's rustls crypto provider (once; later calls do nothing).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Loads the last-known-good snapshot, binds, serves and syncs in the background.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    install_crypto_provider();
+    config.validate().map_err(|e| anyhow::anyhow!(e))?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_max_idle_per_host(1024)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .user_agent(concat!("portcullis-gateway/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .context("building the upstream HTTP client")?;
+    let gateway = Arc::new(Gateway {
+        lkg: LastKnownGood::new(&config.data_dir, &config.token),
+        config,
+        snapshot: ArcSwapOption::empty(),
+        runtime: snapshot::Runtime::default(),
+        http,
+        metrics: metrics::Metrics::default(),
+    });
+    if let Some(snap) = gateway.lkg.load() {
+        if snapshot::sync::apply(&gateway, &snap) {
+            tracing::info!(
+                revision = snap.revision,
+                "Serving the last-known-good snapshot until the control plane answers."
+            );
+        }
+    }
+    let tls = match (&gateway.config.tls_cert, &gateway.config.tls_key) {
+        (Some(cert), Some(key)) => Some(server::tls(
+            &cert.to_string_lossy(),
+            &key.to_string_lossy(),
+        )?),
+        _ => None,
+    };
+    let listener = tokio::net::TcpListener::bind(gateway.config.listen)
+        .await
+        .with_context(|| format!("binding {}", gateway.config.listen))?;
+    let addr = listener.local_addr()?;
+    let conf = Arc::new(pingora::server::configuration::ServerConf::default());
+    let app = Arc::new(pingora::proxy::http_proxy(
+        &conf,
+        proxy::Phases {
+            gw: gateway.clone(),
+        },
+    ));
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let grace = Duration::from_secs(gateway.config.shutdown_grace_secs);
+    let server = tokio::spawn(server::serve(listener, tls, app, stop_rx.clone(), grace));
+    let sync = tokio::spawn(snapshot::sync::run(gateway.clone(), stop_rx));
+    tracing::info!(%addr, tls = gateway.config.tls_cert.is_some(), "listening");
+    Ok(Running {
+        addr,
+        gateway,
+        stop,
+        server,
+        sync,
+    })
+}

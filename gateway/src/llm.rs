@@ -1,0 +1,174 @@
+//! Step four for model calls: resolve `model` to a pool or direct model attached to this
+//! gateway, authorize `llm:invoke` on it, then try its members in the pool's order, failing
+//! over before any byte reaches the caller. OpenAI-shaped upstreams get the request with only
+//! `model` and the credential rewritten.
+
+mod members;
+mod stream;
+mod upstream;
+
+use bytes::Bytes;
+use pingora::proxy::Session;
+use portcullis_shared::policy::Action;
+use serde_json::{json, Map, Value};
+
+use crate::error::GatewayError;
+use crate::request::RequestCtx;
+use crate::snapshot::Credential;
+use crate::{authz, respond, Gateway};
+
+use upstream::{Attempt, Failure};
+
+/// Reads the whole request body, refusing more than `limit` bytes.
+pub async fn read_body(session: &mut Session, limit: usize) -> Result<Vec<u8>, GatewayError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = session
+        .read_request_body()
+        .await
+        .map_err(|e| GatewayError::BadRequest(format!("could not read the request body: {e}")))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(GatewayError::TooLarge(limit));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// `POST …/v1/chat/completions`.
+pub async fn chat(
+    gw: &Gateway,
+    session: &mut Session,
+    rc: &RequestCtx<'_>,
+) -> Result<(), GatewayError> {
+    let raw = read_body(session, gw.config.max_body_bytes).await?;
+    let mut request: Map<String, Value> = serde_json::from_slice(&raw).map_err(|e| {
+        GatewayError::BadRequest(format!("the request body is not a JSON object: {e}"))
+    })?;
+    let name = match request.get("model") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => {
+            return Err(GatewayError::BadRequest(
+                "`model` is required: the name of a model or pool on this gateway".into(),
+            ))
+        }
+    };
+    let target = rc
+        .gateway
+        .targets
+        .get(&name)
+        .ok_or_else(|| GatewayError::ModelNotFound(name.clone()))?;
+    authz::check(
+        rc.snap,
+        rc.agent,
+        rc.gateway,
+        Action::LlmInvoke,
+        target.uid(),
+        &rc.context,
+    )
+    .map_err(GatewayError::Denied)?;
+
+    let streaming = request.get("stream") == Some(&Value::Bool(true));
+    let wants_usage = streaming
+        && request
+            .get("stream_options")
+            .and_then(|o| o.get("include_usage"))
+            == Some(&Value::Bool(true));
+    if streaming {
+        // Always ask for usage so spend is never zero; the caller sees it only if it asked.
+        let options = request.entry("stream_options").or_insert_with(|| json!({}));
+        if let Value::Object(o) = options {
+            o.insert("include_usage".into(), Value::Bool(true));
+        } else {
+            return Err(GatewayError::BadRequest(
+                "`stream_options` must be an object".into(),
+            ));
+        }
+    }
+
+    let mut last: Option<Failure> = None;
+    for model in members::order(target) {
+        let Some(url) = model.chat_url.as_deref() else {
+            last = Some(Failure::Refused(GatewayError::Unsupported(format!(
+                "model '{}' uses provider {}, whose API this gateway version cannot translate to yet",
+                model.name, model.provider.id
+            ))));
+            continue;
+        };
+        let headers = match &model.credential {
+            Credential::None => &[][..],
+            Credential::Headers(h) => h.as_slice(),
+            Credential::Unavailable(why) => {
+                last = Some(Failure::Refused(GatewayError::Unsupported(why.clone())));
+                continue;
+            }
+        };
+        request.insert("model".into(), Value::String(model.upstream_model.clone()));
+        let body = Bytes::from(
+            serde_json::to_vec(&request).map_err(|e| GatewayError::Internal(e.to_string()))?,
+        );
+        match upstream::attempt(gw, &model, url, headers, body, streaming).await {
+            Attempt::Success(response) => {
+                model.health.record_success();
+                let extra: Vec<(&'static str, &str)> = rc.echo_headers(&model.name);
+                return if streaming && upstream::is_event_stream(&response) {
+                    stream::relay(
+                        gw,
+                        session,
+                        response,
+                        wants_usage,
+                        &model,
+                        rc.request_id,
+                        &extra,
+                    )
+                    .await
+                } else {
+                    upstream::relay_whole(session, response, &model, rc.request_id, &extra).await
+                };
+            }
+            Attempt::Final(failure) => {
+                // The upstream refused the request itself: another member would too.
+                return failure.respond(session, rc).await;
+            }
+            Attempt::Retry(failure) => {
+                model.health.record_failure();
+                tracing::warn!(request_id = rc.request_id, model = %model.name, failure = %failure, "Upstream member failed; trying the next.");
+                last = Some(failure);
+            }
+        }
+    }
+    match last {
+        Some(failure) => failure.respond(session, rc).await,
+        None => Err(GatewayError::Internal(format!(
+            "'{name}' has no members to call"
+        ))),
+    }
+}
+
+/// `GET …/v1/models`: the pools and direct models of this gateway this agent may invoke.
+pub async fn models(session: &mut Session, rc: &RequestCtx<'_>) -> Result<(), GatewayError> {
+    let mut data = Vec::new();
+    for name in &rc.gateway.target_names {
+        let Some(target) = rc.gateway.targets.get(name) else {
+            continue;
+        };
+        if authz::check(
+            rc.snap,
+            rc.agent,
+            rc.gateway,
+            Action::LlmInvoke,
+            target.uid(),
+            &rc.context,
+        )
+        .is_ok()
+        {
+            data.push(
+                json!({"id": name, "object": "model", "created": 0, "owned_by": "portcullis"}),
+            );
+        }
+    }
+    let body = json!({"object": "list", "data": data});
+    respond::json(session, 200, &body, rc.request_id, &rc.echo_headers(""))
+        .await
+        .map_err(|e| GatewayError::Internal(e.to_string()))
+}

@@ -1,0 +1,70 @@
+//! `portcullis-gateway`: runs one gateway replica.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use portcullis_gateway::Config;
+use serde::Serialize;
+
+#[derive(Debug, Parser, Serialize)]
+#[command(
+    name = "portcullis-gateway",
+    version,
+    about = "Runs a Portcullis gateway replica."
+)]
+struct Args {
+    /// TOML configuration file.
+    #[arg(long)]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// Control-plane URL (default http://127.0.0.1:7700).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    control_plane_url: Option<String>,
+    /// Deployment token (svc_dt_…); prefer PORTCULLIS_TOKEN so it stays out of `ps`.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+    /// Address to listen on (default 127.0.0.1:7780; port 0 picks a free port).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listen: Option<SocketAddr>,
+    /// Data directory for the last-known-good snapshot.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
+    /// The URL agents reach this gateway at.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    public_url: Option<String>,
+    /// PEM certificate chain for TLS.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for TLS.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_key: Option<PathBuf>,
+    /// Log format: text or json.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_format: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    portcullis_gateway::install_crypto_provider();
+    let args = Args::parse();
+    let config = Config::load(args.config.as_deref(), &args)?;
+    portcullis_shared::telemetry::init(config.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let running = portcullis_gateway::start(config).await?;
+        portcullis_shared::telemetry::shutdown_signal().await;
+        tracing::info!("Shutting down; finishing in-flight requests.");
+        running.shutdown().await;
+        Ok(())
+    })
+}

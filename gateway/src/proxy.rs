@@ -1,0 +1,194 @@
+//! The pingora phases. Every route is answered in `request_filter` (DESIGN §5): route →
+//! gateway → authenticate → act-as → authorize `gateway:access` → the route's handler.
+//! `upstream_peer` is never reached.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::proxy::{ProxyHttp, Session};
+use pingora::upstreams::peer::HttpPeer;
+use portcullis_shared::api::gateways::GatewayState;
+use portcullis_shared::policy::{Action, RequestContext};
+
+use crate::error::GatewayError;
+use crate::request::RequestCtx;
+use crate::route::{route, Route};
+use crate::{actas, authn, authz, llm, respond, Gateway};
+
+pub struct Phases {
+    pub gw: Arc<Gateway>,
+}
+
+#[async_trait]
+impl ProxyHttp for Phases {
+    type CTX = ();
+
+    fn new_ctx(&self) -> Self::CTX {}
+
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        _ctx: &mut (),
+    ) -> pingora::Result<Box<HttpPeer>> {
+        Err(pingora::Error::explain(
+            pingora::ErrorType::InternalError,
+            "every route is answered in request_filter",
+        ))
+    }
+
+    async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<bool> {
+        let started = Instant::now();
+        let request_id = uuid::Uuid::new_v4().to_string();
+        let (kind, result) = handle(&self.gw, session, &request_id).await;
+        if let Err(err) = result {
+            if session.response_written().is_none() {
+                respond::error(session, &err, &request_id).await?;
+            } else {
+                tracing::warn!(request_id, error = %err, "Request failed after its response began.");
+            }
+        }
+        let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        self.gw.metrics.record(kind, status, started.elapsed());
+        Ok(true)
+    }
+}
+
+fn activity_id(session: &Session) -> Result<Option<String>, GatewayError> {
+    let Some(value) = session.req_header().headers.get("x-svc-activity-id") else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .ok()
+        .filter(|t| !t.is_empty() && t.len() <= 128);
+    text.map(|t| Some(t.to_string())).ok_or_else(|| {
+        GatewayError::BadRequest("X-Svc-Activity-Id must be 1–128 visible characters".into())
+    })
+}
+
+async fn handle(
+    gw: &Gateway,
+    session: &mut Session,
+    request_id: &str,
+) -> (&'static str, Result<(), GatewayError>) {
+    let method = session.req_header().method.as_str().to_string();
+    let path = session.req_header().uri.path().to_string();
+    let route = route(&method, &path);
+    let kind = match route {
+        Route::ChatCompletions { .. } => "chat",
+        Route::Models { .. } => "models",
+        _ => "other",
+    };
+    (kind, dispatch(gw, session, route, request_id).await)
+}
+
+async fn plain(
+    session: &mut Session,
+    status: u16,
+    text: &str,
+    content_type: &str,
+    request_id: &str,
+) -> Result<(), GatewayError> {
+    respond::bytes(
+        session,
+        status,
+        content_type,
+        Bytes::from(text.to_string()),
+        request_id,
+        &[],
+    )
+    .await
+    .map_err(|e| GatewayError::Internal(e.to_string()))
+}
+
+async fn dispatch(
+    gw: &Gateway,
+    session: &mut Session,
+    route: Route<'_>,
+    request_id: &str,
+) -> Result<(), GatewayError> {
+    let gateway_id = match route {
+        Route::Ready if gw.current().is_some() => {
+            return plain(session, 200, "ready", "text/plain", request_id).await
+        }
+        Route::Ready => {
+            return plain(
+                session,
+                503,
+                "no snapshot loaded yet",
+                "text/plain",
+                request_id,
+            )
+            .await
+        }
+        Route::Health => return plain(session, 200, "ok", "text/plain", request_id).await,
+        Route::Metrics => {
+            let text = gw.metrics.render(gw.current().map(|s| s.revision));
+            return plain(session, 200, &text, "text/plain; version=0.0.4", request_id).await;
+        }
+        Route::NotFound => {
+            return Err(GatewayError::NotFound(
+                "no such route; gateway routes live under /gateways/{gateway_id}/".into(),
+            ))
+        }
+        Route::ChatCompletions { gateway_id }
+        | Route::Models { gateway_id }
+        | Route::UnknownGatewayPath { gateway_id } => gateway_id,
+    };
+    let snap = gw.current().ok_or(GatewayError::NotReady)?;
+    let gateway = snap
+        .gateways
+        .get(gateway_id)
+        .ok_or_else(|| GatewayError::NotFound(format!("gateway {gateway_id} does not exist")))?;
+    if gateway.state == GatewayState::Disabled {
+        return Err(GatewayError::Forbidden(format!(
+            "gateway '{}' is disabled",
+            gateway.name
+        )));
+    }
+    let headers = &session.req_header().headers;
+    let agent = authn::authenticate(&snap, headers.get("authorization").map(|v| v.as_bytes()))?;
+    let act_as = actas::verify(
+        agent,
+        headers.get(actas::HEADER).map(|v| v.as_bytes()),
+        chrono::Utc::now().timestamp(),
+    )?;
+    let activity_id = activity_id(session)?;
+    let surface = "llm";
+    let context = RequestContext {
+        act_as,
+        gateway_id: gateway.id.clone(),
+        surface,
+    }
+    .to_cedar()
+    .map_err(GatewayError::Internal)?;
+    authz::check(
+        &snap,
+        agent,
+        gateway,
+        Action::GatewayAccess,
+        &gateway.uid,
+        &context,
+    )
+    .map_err(GatewayError::Denied)?;
+    let rc = RequestCtx {
+        request_id,
+        snap: &snap,
+        agent,
+        gateway,
+        context,
+        activity_id,
+    };
+    match route {
+        Route::ChatCompletions { .. } => llm::chat(gw, session, &rc).await,
+        Route::Models { .. } => llm::models(session, &rc).await,
+        _ => Err(GatewayError::NotFound(format!(
+            "gateway '{}' has no route {} {}",
+            gateway.name,
+            session.req_header().method,
+            session.req_header().uri.path()
+        ))),
+    }
+}

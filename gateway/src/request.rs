@@ -1,0 +1,30 @@
+//! What a gateway request carries through its steps once it is authenticated.
+
+use cedar_policy::Context;
+
+use crate::snapshot::{AgentEntry, Compiled, GatewayEntry};
+
+pub struct RequestCtx<'a> {
+    pub request_id: &'a str,
+    pub snap: &'a Compiled,
+    pub agent: &'a AgentEntry,
+    pub gateway: &'a GatewayEntry,
+    pub context: Context,
+    /// `X-Svc-Activity-Id` as the caller sent it; echoed back.
+    pub activity_id: Option<String>,
+}
+
+impl<'a> RequestCtx<'a> {
+    /// Headers every response of this request carries: the member that served and the
+    /// caller's activity id.
+    pub fn echo_headers<'b>(&'b self, model: &'b str) -> Vec<(&'static str, &'b str)> {
+        let mut out = Vec::with_capacity(2);
+        if !model.is_empty() {
+            out.push(("x-portcullis-model", model));
+        }
+        if let Some(a) = &self.activity_id {
+            out.push(("x-svc-activity-id", a.as_str()));
+        }
+        out
+    }
+}

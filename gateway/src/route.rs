@@ -1,0 +1,71 @@
+//! First step of every request: which route the method and path name.
+//! Gateway routes live under `…/gateways/{gateway_id}/`.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route<'a> {
+    Ready,
+    Health,
+    Metrics,
+    ChatCompletions {
+        gateway_id: &'a str,
+    },
+    Models {
+        gateway_id: &'a str,
+    },
+    /// A gateway path with no route behind it (method or path unknown).
+    UnknownGatewayPath {
+        gateway_id: &'a str,
+    },
+    NotFound,
+}
+
+pub fn route<'a>(method: &str, path: &'a str) -> Route<'a> {
+    let path = path.split('?').next().unwrap_or_default();
+    match (method, path) {
+        ("GET", "/ready") => return Route::Ready,
+        ("GET", "/healthz") => return Route::Health,
+        ("GET", "/metrics") => return Route::Metrics,
+        _ => {}
+    }
+    let Some(start) = path.find("/gateways/") else {
+        return Route::NotFound;
+    };
+    let rest = &path[start + "/gateways/".len()..];
+    let (gateway_id, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    if gateway_id.is_empty() {
+        return Route::NotFound;
+    }
+    match (method, tail.trim_end_matches('/')) {
+        ("POST", "v1/chat/completions") => Route::ChatCompletions { gateway_id },
+        ("GET", "v1/models") => Route::Models { gateway_id },
+        _ => Route::UnknownGatewayPath { gateway_id },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("GET", "/ready"), Route::Ready);
+        assert_eq!(
+            route("POST", "/gateways/g1/v1/chat/completions"),
+            Route::ChatCompletions { gateway_id: "g1" }
+        );
+        assert_eq!(
+            route("POST", "/prefix/gateways/g1/v1/chat/completions?x=1"),
+            Route::ChatCompletions { gateway_id: "g1" }
+        );
+        assert_eq!(
+            route("GET", "/gateways/g1/v1/models"),
+            Route::Models { gateway_id: "g1" }
+        );
+        assert_eq!(
+            route("GET", "/gateways/g1/v1/chat/completions"),
+            Route::UnknownGatewayPath { gateway_id: "g1" }
+        );
+        assert_eq!(route("POST", "/gateways//v1/models"), Route::NotFound);
+        assert_eq!(route("GET", "/other"), Route::NotFound);
+    }
+}

@@ -1,0 +1,116 @@
+//! Accepting connections: a tokio listener (bound before start, so port 0 works and the real
+//! address is logged), optional TLS through pingora's rustls acceptor, and pingora's HTTP
+//! session handling for every connection. On shutdown it stops accepting, tells pingora to end
+//! keep-alive, and waits for in-flight requests up to the grace period.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pingora::apps::ServerApp;
+use pingora::listeners::tls::TlsSettings;
+use pingora::protocols::l4::stream::Stream as L4Stream;
+use pingora::protocols::Stream;
+use pingora::proxy::HttpProxy;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Notify};
+
+use crate::proxy::Phases;
+
+/// Counts live connections and wakes the drain when the last one ends.
+#[derive(Default)]
+struct Live {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+struct Guard(Arc<Live>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+pub struct Tls(pub Arc<pingora::listeners::tls::Acceptor>);
+
+/// Builds the TLS acceptor from PEM files.
+pub fn tls(cert: &str, key: &str) -> anyhow::Result<Tls> {
+    let settings = TlsSettings::intermediate(cert, key).map_err(|e| anyhow::anyhow!("TLS: {e}"))?;
+    Ok(Tls(Arc::new(settings.build())))
+}
+
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Tls>,
+    app: Arc<HttpProxy<Phases>>,
+    mut stop: watch::Receiver<bool>,
+    grace: Duration,
+) {
+    let (shutdown, shutdown_watch) = watch::channel(false);
+    let live = Arc::new(Live::default());
+    let tls = tls.map(|t| t.0);
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let (tcp, _peer) = match accepted {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!(error = %e, "Accept failed.");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        live.count.fetch_add(1, Ordering::AcqRel);
+        let guard = Guard(live.clone());
+        let (app, tls, shutdown_watch) = (app.clone(), tls.clone(), shutdown_watch.clone());
+        tokio::spawn(async move {
+            let _guard = guard;
+            let l4: L4Stream = tcp.into();
+            let stream: Stream = match tls {
+                None => Box::new(l4),
+                Some(acceptor) => match acceptor.tls_handshake(l4).await {
+                    Ok(s) => Box::new(s),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "TLS handshake failed.");
+                        return;
+                    }
+                },
+            };
+            let mut next = Some(stream);
+            while let Some(stream) = next {
+                next = app.process_new(stream, &shutdown_watch).await;
+                if *shutdown_watch.borrow() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(listener);
+    let _ = shutdown.send(true);
+    let drained = tokio::time::timeout(grace, async {
+        while live.count.load(Ordering::Acquire) > 0 {
+            let wait = live.idle.notified();
+            if live.count.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            // Idle keep-alive connections notice the shutdown on their next read.
+            tokio::select! {
+                _ = wait => {}
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            open = live.count.load(Ordering::Acquire),
+            "Shutdown grace period ended with connections open."
+        );
+    }
+}

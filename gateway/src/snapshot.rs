@@ -1,0 +1,168 @@
+//! Beside the request path: the compiled snapshot every request reads, how it is built from
+//! what the control plane sends ([`compile`]), kept fresh ([`sync`]) and kept on disk for
+//! starts while the control plane is down ([`lkg`]).
+
+pub mod compile;
+pub mod lkg;
+pub mod sync;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cedar_policy::{Entities, EntityUid, PolicySet};
+use http::{HeaderName, HeaderValue};
+use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
+use portcullis_shared::api::gateways::GatewayState;
+use portcullis_shared::api::pools::PoolStrategy;
+use portcullis_shared::provider::Provider;
+
+pub use compile::compile;
+
+/// One revision of the workspace, ready to serve.
+pub struct Compiled {
+    pub revision: u64,
+    pub workspace_id: String,
+    pub gateways: HashMap<String, GatewayEntry>,
+    /// SHA-256 hex of each key → index into `agents`.
+    pub keys: HashMap<String, usize>,
+    pub agents: Vec<AgentEntry>,
+    /// Every agent, gateway, model and pool, for Cedar.
+    pub entities: Entities,
+}
+
+pub struct GatewayEntry {
+    pub id: String,
+    pub name: String,
+    pub state: GatewayState,
+    pub uid: EntityUid,
+    /// What `model` may name on this gateway: attached pools and direct models, by name.
+    pub targets: HashMap<String, Target>,
+    /// Target names in order, for `/v1/models`.
+    pub target_names: Vec<String>,
+    /// Admin bundles scoped to this gateway.
+    pub policies: Option<PolicySet>,
+}
+
+#[derive(Clone)]
+pub enum Target {
+    Model(Arc<ModelEntry>),
+    Pool(Arc<PoolEntry>),
+}
+
+impl Target {
+    pub fn uid(&self) -> &EntityUid {
+        match self {
+            Target::Model(m) => &m.uid,
+            Target::Pool(p) => &p.uid,
+        }
+    }
+}
+
+/// How the gateway authenticates to a model's upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// Nothing is sent.
+    None,
+    /// These headers are sent on every call.
+    Headers(Vec<(HeaderName, HeaderValue)>),
+    /// Credentials this gateway version cannot inject (per-user, OAuth): calls fail with why.
+    Unavailable(String),
+}
+
+pub struct ModelEntry {
+    pub id: String,
+    pub name: String,
+    pub provider: &'static Provider,
+    pub upstream_model: String,
+    /// `{base_url}/chat/completions`, or `None` when the provider needs translation.
+    pub chat_url: Option<String>,
+    pub credential: Credential,
+    /// Secret values, to scrub from anything passed back to callers.
+    pub secret_values: Vec<String>,
+    pub uid: EntityUid,
+    pub health: Arc<Health>,
+}
+
+pub struct PoolMember {
+    pub model: Arc<ModelEntry>,
+    pub weight: u32,
+    pub priority: u32,
+}
+
+pub struct PoolEntry {
+    pub id: String,
+    pub name: String,
+    pub strategy: PoolStrategy,
+    pub members: Vec<PoolMember>,
+    pub uid: EntityUid,
+    pub cursor: Arc<AtomicUsize>,
+}
+
+pub struct AgentEntry {
+    pub id: String,
+    pub name: String,
+    pub status: AgentStatus,
+    pub uid: EntityUid,
+    /// The agent's own bundle, its agent-scoped admin bundles and the workspace's policies.
+    pub policies: PolicySet,
+    pub actas_method: Option<ActAsMethod>,
+    pub actas_required: bool,
+    /// The HMAC act-as secret, when the agent's method is `hmac`.
+    pub actas_hmac_secret: Option<String>,
+}
+
+/// A model's recent failures; kept across snapshots so a failing member stays cooled down.
+#[derive(Default)]
+pub struct Health {
+    consecutive_failures: AtomicU32,
+    cooldown_until_ms: AtomicU64,
+}
+
+/// Failures in a row that cool a member down, and for how long.
+pub const FAILURES_TO_COOL_DOWN: u32 = 3;
+pub const COOL_DOWN: Duration = Duration::from_secs(30);
+
+fn now_ms() -> u64 {
+    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default()
+}
+
+impl Health {
+    pub fn is_cooling(&self) -> bool {
+        self.cooldown_until_ms.load(Ordering::Relaxed) > now_ms()
+    }
+
+    pub fn record_success(&self) {
+        self.consecutive_failures.store(0, Ordering::Relaxed);
+        self.cooldown_until_ms.store(0, Ordering::Relaxed);
+    }
+
+    pub fn record_failure(&self) {
+        let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
+        if failures >= FAILURES_TO_COOL_DOWN {
+            let until = now_ms() + COOL_DOWN.as_millis() as u64;
+            self.cooldown_until_ms.store(until, Ordering::Relaxed);
+            tracing::warn!(failures, "Upstream member cooled down.");
+        }
+    }
+}
+
+/// Health and round-robin cursors by id, surviving snapshot swaps.
+#[derive(Default)]
+pub struct Runtime {
+    health: Mutex<HashMap<String, Arc<Health>>>,
+    cursors: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+}
+
+impl Runtime {
+    pub fn health(&self, model_id: &str) -> Arc<Health> {
+        let mut map = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(model_id.to_string()).or_default().clone()
+    }
+
+    pub fn cursor(&self, pool_id: &str) -> Arc<AtomicUsize> {
+        let mut map = self.cursors.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(pool_id.to_string()).or_default().clone()
+    }
+}

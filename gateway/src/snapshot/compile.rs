@@ -1,0 +1,297 @@
+//! `Snapshot → compile() → Compiled`: everything a request needs, built once per revision off
+//! the request path: key lookup, per-agent policy sets validated against the schema, Cedar
+//! entities, routing tables, upstream URLs and credential headers. A snapshot with any error is
+//! refused whole.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cedar_policy::{Entities, Entity, Policy, PolicySet};
+use http::{HeaderName, HeaderValue};
+use portcullis_shared::api::rules::BundleScope;
+use portcullis_shared::api::{AuthMethod, CredentialType};
+use portcullis_shared::policy::{self, Kind};
+use portcullis_shared::provider::{self, SecretShape};
+use portcullis_shared::snapshot::{SnapModel, Snapshot};
+
+use super::*;
+
+pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<String>> {
+    let mut errors = Vec::new();
+    let mut entities: Vec<Entity> = Vec::new();
+    let mut push_entity = |e: Result<Entity, String>, errors: &mut Vec<String>| match e {
+        Ok(e) => entities.push(e),
+        Err(e) => errors.push(e),
+    };
+
+    let mut models: HashMap<&str, Arc<ModelEntry>> = HashMap::new();
+    for m in &snap.models {
+        match model_entry(m, runtime) {
+            Ok(entry) => {
+                push_entity(
+                    policy::model_entity(&m.name, &m.provider, &m.attributes),
+                    &mut errors,
+                );
+                models.insert(&m.connection_id, Arc::new(entry));
+            }
+            Err(e) => errors.push(format!("model {}: {e}", m.name)),
+        }
+    }
+
+    let mut pools: HashMap<&str, Arc<PoolEntry>> = HashMap::new();
+    for p in &snap.pools {
+        let mut members = Vec::new();
+        for m in &p.members {
+            match models.get(m.connection_id.as_str()) {
+                Some(model) => members.push(PoolMember {
+                    model: model.clone(),
+                    weight: m.weight,
+                    priority: m.priority,
+                }),
+                None => errors.push(format!(
+                    "pool {}: member {} is not in the snapshot",
+                    p.name, m.connection_id
+                )),
+            }
+        }
+        push_entity(policy::pool_entity(&p.name), &mut errors);
+        pools.insert(
+            &p.pool_id,
+            Arc::new(PoolEntry {
+                id: p.pool_id.clone(),
+                name: p.name.clone(),
+                strategy: p.strategy,
+                members,
+                uid: policy::uid(Kind::Pool, &p.name),
+                cursor: runtime.cursor(&p.pool_id),
+            }),
+        );
+    }
+
+    // Every bundle is parsed with its qualified ids; the union must validate.
+    let mut workspace: Vec<Policy> = Vec::new();
+    let mut by_agent: HashMap<&str, Vec<Policy>> = HashMap::new();
+    let mut by_gateway: HashMap<&str, Vec<Policy>> = HashMap::new();
+    let mut all: Vec<Policy> = Vec::new();
+    for b in &snap.bundles {
+        let parsed = match policy::parse_bundle(&b.id_prefix, &b.policies) {
+            Ok(p) => p,
+            Err(e) => {
+                errors.push(format!("rule bundle {}: {e}", b.bundle_id));
+                continue;
+            }
+        };
+        all.extend(parsed.iter().cloned());
+        match (b.scope, b.scope_id.as_deref()) {
+            (BundleScope::Workspace, _) => workspace.extend(parsed),
+            (BundleScope::Agent, Some(id)) => by_agent.entry(id).or_default().extend(parsed),
+            (BundleScope::Gateway, Some(id)) => by_gateway.entry(id).or_default().extend(parsed),
+            (scope, None) => errors.push(format!(
+                "rule bundle {}: scope {} without scope id",
+                b.bundle_id,
+                scope.as_str()
+            )),
+        }
+    }
+    match policy::policy_set(all) {
+        Ok(set) => {
+            if let Err(e) = policy::validate(&set) {
+                errors.push(e.to_string());
+            }
+        }
+        Err(e) => errors.push(e.to_string()),
+    }
+
+    let mut gateways = HashMap::new();
+    for g in &snap.gateways {
+        let mut targets = HashMap::new();
+        let mut target_names = Vec::new();
+        for id in &g.pool_ids {
+            match pools.get(id.as_str()) {
+                Some(p) => {
+                    target_names.push(p.name.clone());
+                    targets.insert(p.name.clone(), Target::Pool(p.clone()));
+                }
+                None => errors.push(format!(
+                    "gateway {}: pool {id} is not in the snapshot",
+                    g.name
+                )),
+            }
+        }
+        for id in &g.model_ids {
+            match models.get(id.as_str()) {
+                Some(m) => {
+                    target_names.push(m.name.clone());
+                    targets.insert(m.name.clone(), Target::Model(m.clone()));
+                }
+                None => errors.push(format!(
+                    "gateway {}: model {id} is not in the snapshot",
+                    g.name
+                )),
+            }
+        }
+        target_names.sort();
+        let policies = match by_gateway.remove(g.gateway_id.as_str()) {
+            Some(list) => policy::policy_set(list).map(Some).unwrap_or_else(|e| {
+                errors.push(e.to_string());
+                None
+            }),
+            None => None,
+        };
+        push_entity(policy::gateway_entity(&g.gateway_id, &g.name), &mut errors);
+        gateways.insert(
+            g.gateway_id.clone(),
+            GatewayEntry {
+                id: g.gateway_id.clone(),
+                name: g.name.clone(),
+                state: g.state,
+                uid: policy::uid(Kind::Gateway, &g.gateway_id),
+                targets,
+                target_names,
+                policies,
+            },
+        );
+    }
+
+    let mut keys = HashMap::new();
+    let mut agents = Vec::new();
+    for a in &snap.agents {
+        let mut list = workspace.clone();
+        list.extend(by_agent.remove(a.agent_id.as_str()).unwrap_or_default());
+        let policies = match policy::policy_set(list) {
+            Ok(set) => set,
+            Err(e) => {
+                errors.push(format!("agent {}: {e}", a.name));
+                PolicySet::new()
+            }
+        };
+        for hash in &a.key_hashes {
+            if keys.insert(hash.clone(), agents.len()).is_some() {
+                errors.push(format!("agent {}: a key hash appears twice", a.name));
+            }
+        }
+        push_entity(
+            policy::agent_entity(&a.agent_id, &a.name, a.parent_id.as_deref()),
+            &mut errors,
+        );
+        agents.push(AgentEntry {
+            id: a.agent_id.clone(),
+            name: a.name.clone(),
+            status: a.status,
+            uid: policy::uid(Kind::Agent, &a.agent_id),
+            policies,
+            actas_method: a.actas_method,
+            actas_required: a.actas_required,
+            actas_hmac_secret: a
+                .actas_hmac_secret
+                .as_ref()
+                .and_then(|s| s.0.get("secret").cloned()),
+        });
+    }
+
+    let entities = match policy::schema() {
+        Ok(schema) => Entities::from_entities(entities, Some(schema)).unwrap_or_else(|e| {
+            errors.push(format!("entities: {e}"));
+            Entities::empty()
+        }),
+        Err(e) => {
+            errors.push(e.to_string());
+            Entities::empty()
+        }
+    };
+
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(Compiled {
+        revision: snap.revision,
+        workspace_id: snap.workspace_id.clone(),
+        gateways,
+        keys,
+        agents,
+        entities,
+    })
+}
+
+fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, String> {
+    let provider =
+        provider::find(&m.provider).ok_or_else(|| format!("unknown provider {}", m.provider))?;
+    let text = |key: &str| {
+        m.provider_config
+            .get(key)
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+    };
+    let upstream_model = text("model")
+        .ok_or("provider_config.model is missing")?
+        .to_string();
+    let forwards_openai = provider.speaks_openai() || provider.id == "custom";
+    let chat_url = match provider.base_url(text("base_url")) {
+        Some(base) if forwards_openai => {
+            let url = format!("{}/chat/completions", base.trim_end_matches('/'));
+            url::Url::parse(&url).map_err(|e| format!("base URL {base}: {e}"))?;
+            Some(url)
+        }
+        _ => None,
+    };
+    let credential = match (m.auth_method, m.credential_type) {
+        (AuthMethod::None, _) => Credential::None,
+        (AuthMethod::ApiKey, CredentialType::Shared) if m.secret_values.0.is_empty() => {
+            Credential::Unavailable(format!(
+                "model '{}' has no stored API key; an administrator must set its secret_values",
+                m.name
+            ))
+        }
+        (AuthMethod::ApiKey, CredentialType::Shared)
+            if provider.secret_shape == SecretShape::Headers =>
+        {
+            let mut headers = Vec::new();
+            for (name, value) in &m.secret_values.0 {
+                let name = HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| format!("secret key {name:?} is not a header name"))?;
+                let mut value = HeaderValue::from_str(value)
+                    .map_err(|_| format!("secret {name} is not a valid header value"))?;
+                value.set_sensitive(true);
+                headers.push((name, value));
+            }
+            Credential::Headers(headers)
+        }
+        (AuthMethod::ApiKey, CredentialType::Shared) => Credential::Unavailable(format!(
+            "model '{}' uses {} cloud credentials, which this gateway version cannot sign with yet",
+            m.name, provider.id
+        )),
+        (AuthMethod::ApiKey, _) => Credential::Unavailable(format!(
+            "model '{}' uses per-user API keys, which this gateway version cannot provision yet",
+            m.name
+        )),
+        (AuthMethod::OAuth, _) => Credential::Unavailable(format!(
+            "model '{}' uses OAuth, which this gateway version cannot inject yet",
+            m.name
+        )),
+    };
+    Ok(ModelEntry {
+        id: m.connection_id.clone(),
+        name: m.name.clone(),
+        provider,
+        upstream_model,
+        chat_url,
+        credential,
+        secret_values: scrub_list(m.secret_values.0.values()),
+        uid: policy::uid(Kind::Model, &m.name),
+        health: runtime.health(&m.connection_id),
+    })
+}
+
+/// The strings to scrub from upstream replies: each secret value and, for `Bearer x` style
+/// values, the token alone.
+fn scrub_list<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in values {
+        out.push(v.clone());
+        if let Some((_, token)) = v.rsplit_once(' ') {
+            out.push(token.to_string());
+        }
+    }
+    out.retain(|v| v.len() >= 8);
+    out
+}

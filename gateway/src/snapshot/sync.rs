@@ -1,0 +1,101 @@
+//! Keeps the snapshot fresh: long-polls `SyncService/GetSnapshot`, compiles what arrives and
+//! swaps it in; a snapshot that does not compile is refused and the old one kept. Network
+//! failures back off and retry; serving continues on the current snapshot meanwhile.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use portcullis_shared::snapshot::{GetSnapshotRequest, GetSnapshotResponse, Snapshot};
+
+use crate::Gateway;
+
+const WAIT_SECONDS: u32 = 25;
+
+/// Compiles and swaps in a snapshot; refuses it (keeping the current one) when invalid.
+pub fn apply(gateway: &Gateway, snapshot: &Snapshot) -> bool {
+    match super::compile(snapshot, &gateway.runtime) {
+        Ok(compiled) => {
+            let revision = compiled.revision;
+            gateway.snapshot.store(Some(Arc::new(compiled)));
+            tracing::info!(revision, "Snapshot applied.");
+            true
+        }
+        Err(errors) => {
+            tracing::error!(revision = snapshot.revision, errors = ?errors, "Snapshot refused; keeping the current one.");
+            false
+        }
+    }
+}
+
+/// Runs until `stop` flips.
+pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let http = match reqwest::Client::builder()
+        .timeout(Duration::from_secs(u64::from(WAIT_SECONDS) + 15))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "Cannot build the sync client; snapshot sync is off.");
+            return;
+        }
+    };
+    let url = format!(
+        "{}/svc.sync.v1.SyncService/GetSnapshot",
+        gateway.config.control_plane_url.trim_end_matches('/')
+    );
+    let mut backoff = Duration::from_millis(250);
+    // The revision last received, applied or not: a refused revision is not fetched again.
+    let mut seen = gateway.current().map(|s| s.revision);
+    loop {
+        let request = GetSnapshotRequest {
+            workspace_id: None,
+            revision: seen,
+            wait_seconds: Some(WAIT_SECONDS),
+        };
+        let call = http
+            .post(&url)
+            .bearer_auth(&gateway.config.token)
+            .json(&request)
+            .send();
+        let outcome = tokio::select! {
+            r = call => r,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        match fetch(outcome).await {
+            Ok(reply) => {
+                backoff = Duration::from_millis(250);
+                if let Some(snapshot) = reply.snapshot {
+                    seen = Some(snapshot.revision);
+                    if apply(&gateway, &snapshot) {
+                        if let Err(e) = gateway.lkg.store(&snapshot) {
+                            tracing::warn!(error = %e, "Could not write the last-known-good snapshot.");
+                        }
+                    }
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "Snapshot sync failed; serving the current snapshot.")
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn fetch(outcome: reqwest::Result<reqwest::Response>) -> Result<GetSnapshotResponse, String> {
+    let response = outcome.map_err(|e| format!("control plane unreachable: {e}"))?;
+    let status = response.status();
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        return Err(format!("control plane answered {status}: {body}"));
+    }
+    response
+        .json()
+        .await
+        .map_err(|e| format!("unreadable snapshot: {e}"))
+}
