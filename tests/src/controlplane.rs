@@ -101,7 +101,11 @@ impl ControlPlane {
                 )
             }
         };
-        let process = spawn(&data_dir.path().to_path_buf(), database_url.as_deref());
+        let process = spawn(
+            &data_dir.path().to_path_buf(),
+            database_url.as_deref(),
+            "127.0.0.1:0",
+        );
         let mut cp = Self {
             url: String::new(),
             key: String::new(),
@@ -147,12 +151,14 @@ impl ControlPlane {
             .unwrap_or_default();
     }
 
-    /// Stops the process and starts it again on the same data dir and database.
+    /// Stops the process and starts it again on the same address, data dir and database.
     pub async fn restart(&mut self) {
         self.stop().await;
+        let listen = self.url.trim_start_matches("http://").to_string();
         self.process = spawn(
             &self.data_dir.path().to_path_buf(),
             self.database_url.as_deref(),
+            &listen,
         );
         self.await_ready().await;
     }
@@ -315,13 +321,13 @@ const TABLES: [&str; 13] = [
     "rule_bundles",
 ];
 
-fn spawn(data_dir: &PathBuf, database_url: Option<&str>) -> Spawned {
+fn spawn(data_dir: &PathBuf, database_url: Option<&str>, listen: &str) -> Spawned {
     let mut command = Command::new(bin("portcullis-controlplane"));
     command
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--listen")
-        .arg("127.0.0.1:0");
+        .arg(listen);
     if let Some(url) = database_url {
         command.arg("--database-url").arg(url);
     }

@@ -6,9 +6,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod controlplane;
+pub mod fake_llm;
+pub mod gateway;
 pub mod process;
+pub mod python;
 
 pub use controlplane::{Backend, ControlPlane, Reply};
+pub use fake_llm::FakeLlm;
+pub use gateway::GatewayProcess;
 
 /// Runs one async test body against both store backends, as two tests `sqlite` and
 /// `postgres` in a module named after the function.

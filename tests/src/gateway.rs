@@ -1,0 +1,105 @@
+//! A gateway process, syncing from a test control plane.
+
+use serde_json::json;
+use tokio::process::Command;
+
+use crate::controlplane::{ControlPlane, MGMT};
+use crate::process::{bin, Spawned};
+
+pub struct GatewayProcess {
+    pub url: String,
+    pub token: String,
+    pub data_dir: tempfile::TempDir,
+    control_plane_url: String,
+    process: Spawned,
+}
+
+impl GatewayProcess {
+    /// Creates a deployment on the control plane and starts a gateway for it on port 0.
+    /// (The deployment's public URL is a placeholder: tests call `url` directly.)
+    pub async fn start(cp: &ControlPlane) -> Self {
+        let data_dir = tempfile::tempdir().expect("temp dir");
+        let name = format!("gw-{}", uuid::Uuid::new_v4().simple());
+        let reply = cp
+            .ok(
+                MGMT,
+                "CreateDeployment",
+                cp.body(json!({"name": name, "public_url": "http://gateway.test"})),
+            )
+            .await;
+        let token = reply["token"].as_str().expect("token").to_string();
+        let mut gw = Self {
+            url: String::new(),
+            token,
+            data_dir,
+            control_plane_url: cp.url.clone(),
+            process: spawn_placeholder(),
+        };
+        gw.process = gw.spawn("127.0.0.1:0");
+        gw.url = format!("http://{}", gw.process.wait_listening("gateway").await);
+        gw.wait_ready().await;
+        gw
+    }
+
+    fn spawn(&self, listen: &str) -> Spawned {
+        let mut command = Command::new(bin("portcullis-gateway"));
+        command
+            .arg("--control-plane-url")
+            .arg(&self.control_plane_url)
+            .arg("--listen")
+            .arg(listen)
+            .arg("--data-dir")
+            .arg(self.data_dir.path())
+            .env("PORTCULLIS_TOKEN", &self.token)
+            .env(
+                "RUST_LOG",
+                "debug,hyper=info,h2=info,pingora=info,reqwest=info",
+            );
+        Spawned::spawn(command)
+    }
+
+    /// Waits until `/ready` answers 200 (a snapshot is loaded).
+    pub async fn wait_ready(&self) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Ok(r) = reqwest::get(format!("{}/ready", self.url)).await {
+                if r.status().as_u16() == 200 {
+                    return;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "gateway never became ready:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Kills the gateway and starts it again on the same address and data dir.
+    pub async fn restart(&mut self) {
+        let listen = self.url.trim_start_matches("http://").to_string();
+        self.process.kill().await;
+        self.process = self.spawn(&listen);
+        self.process.wait_listening("gateway").await;
+    }
+
+    pub fn logs(&self) -> String {
+        self.process.logs()
+    }
+
+    /// `{url}/gateways/{id}`.
+    pub fn gateway_url(&self, gateway_id: &str) -> String {
+        format!("{}/gateways/{gateway_id}", self.url)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.process.child.id()
+    }
+}
+
+fn spawn_placeholder() -> Spawned {
+    let mut command = Command::new("true");
+    command.kill_on_drop(true);
+    Spawned::spawn(command)
+}
