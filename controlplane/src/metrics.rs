@@ -5,9 +5,12 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// (operation, result code) → (count, seconds).
+type Cells = BTreeMap<(String, &'static str), (u64, f64)>;
+
 #[derive(Default)]
 pub struct Metrics {
-    by_op: Mutex<BTreeMap<(String, &'static str), (u64, f64)>>,
+    by_op: Mutex<Cells>,
 }
 
 impl Metrics {

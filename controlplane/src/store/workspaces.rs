@@ -205,6 +205,19 @@ pub async fn delete_deployment(
     Ok(done.rows_affected() > 0)
 }
 
+pub async fn set_deployment_url(
+    conn: &mut Conn,
+    id: &str,
+    public_url: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE deployments SET public_url = $1 WHERE id = $2")
+        .bind(public_url)
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 pub async fn touch_deployment(conn: &mut Conn, id: &str, now: i64) -> Result<(), StoreError> {
     sqlx::query("UPDATE deployments SET last_seen_at = $1 WHERE id = $2")
         .bind(now)

@@ -1,5 +1,12 @@
 //! End-to-end tests over real control-plane processes, each run on SQLite and on PostgreSQL.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
 mod agents;
 mod api;
 mod gateways;

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Measures the gateway against a direct call to the same fake upstream, on this machine.
+
+Starts a release control plane, a fake OpenAI upstream (tests/src/bin/fake-llm.rs, not the
+bottleneck: it answers from memory) and a release gateway, then runs the load generator `oha`
+against the upstream directly and through the gateway:
+
+  * saturation (closed loop, fixed concurrency): requests/s, p50, p99, gateway CPU per request
+  * a fixed rate of 1,000 requests/s (open loop): p50 and p99, and the gateway's added latency
+  * streaming: time to first byte, one request at a time (tests/src/bin/ttfb.rs)
+
+and the gateway's peak RSS. Prints a Markdown table and writes bench/results/latest.json.
+Run it through bench/run.sh, which builds what it needs.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+BIN = os.environ["PORTCULLIS_BENCH_BIN"]
+OHA = os.environ.get("PORTCULLIS_OHA", "oha")
+DURATION = os.environ.get("PORTCULLIS_BENCH_DURATION", "10s")
+CONCURRENCY = int(os.environ.get("PORTCULLIS_BENCH_CONCURRENCY", "32"))
+RATE = int(os.environ.get("PORTCULLIS_BENCH_RATE", "1000"))
+TTFB_COUNT = os.environ.get("PORTCULLIS_BENCH_TTFB_COUNT", "2000")
+BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "Say hello."}]})
+PROCS = []
+
+
+def start(args, log_path, env=None):
+    log = open(log_path, "w")
+    p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    PROCS.append(p)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        text = open(log_path).read()
+        m = re.search(r"listening addr=([0-9.:]+)", text)
+        if m:
+            return p, m.group(1)
+        if p.poll() is not None:
+            sys.exit(f"{args[0]} exited:\n{text}")
+        time.sleep(0.05)
+    sys.exit(f"{args[0]} did not start:\n{open(log_path).read()}")
+
+
+def call(base, key, op, body):
+    svc = "svc.agents.v1.AgentService" if op in ("RegisterAgent", "CreateAgentKey") else "svc.mgmt.v1.ManagementService"
+    req = urllib.request.Request(f"{base}/{svc}/{op}", data=json.dumps(body).encode(),
+                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def oha(url, key, extra):
+    args = [OHA, "--no-tui", "--output-format", "json", "-z", DURATION, "-m", "POST",
+            "-H", "Content-Type: application/json", "-d", BODY, *extra, url]
+    if key:
+        args[1:1] = ["-H", f"Authorization: Bearer {key}"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    data = json.loads(out)
+    summary, pct = data["summary"], data["latencyPercentiles"]
+    codes = data.get("statusCodeDistribution", {})
+    ok = sum(v for k, v in codes.items() if k.startswith("2"))
+    total = sum(codes.values())
+    return {"rps": summary["requestsPerSec"], "p50_ms": pct["p50"] * 1000, "p99_ms": pct["p99"] * 1000,
+            "requests": total, "ok": ok}
+
+
+def ttfb(url, key):
+    out = subprocess.run([f"{BIN}/ttfb", url, key or "-", "bench", TTFB_COUNT], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="portcullis-bench-")
+    fake, fake_addr = start([f"{BIN}/fake-llm", "--listen", "127.0.0.1:0"], f"{tmp}/fake.log")
+    cp, cp_addr = start([f"{BIN}/portcullis-controlplane", "--listen", "127.0.0.1:0", "--data-dir", f"{tmp}/cp"],
+                        f"{tmp}/cp.log", {"RUST_LOG": "warn,portcullis_controlplane=info"})
+    base = f"http://{cp_addr}"
+    key = open(f"{tmp}/cp/admin.key").read().strip()
+    ws = call(base, key, "GetIdentity", {})["identity"]["workspace_id"]
+    gateways = call(base, key, "ListGateways", {"workspace_id": ws})["gateways"]
+    gid = gateways[0]["gateway_id"]
+    model = call(base, key, "CreateLLMModelConnection", {
+        "workspace_id": ws, "name": "bench", "provider": "openai_compatible",
+        "provider_config": {"model": "gpt-4o-mini", "base_url": f"http://{fake_addr}/v1"},
+        "secret_values": {"Authorization": "Bearer sk-bench-upstream"}})
+    call(base, key, "AddGatewayModel", {"workspace_id": ws, "gateway_id": gid, "connection_id": model["connection_id"]})
+    call(base, key, "RegisterAgent", {"workspace_id": ws, "name": "bench", "allowed_gateway_ids": [gid],
+                                      "allowed_direct_model_names": ["bench"]})
+    agent_key = call(base, key, "CreateAgentKey", {"workspace_id": ws, "agent_id": "bench", "name": "k"})["token"]
+    token = call(base, key, "CreateDeployment", {"workspace_id": ws, "name": "bench", "public_url": "http://127.0.0.1"})["token"]
+    gw, gw_addr = start([f"{BIN}/portcullis-gateway", "--control-plane-url", base, "--listen", "127.0.0.1:0",
+                         "--data-dir", f"{tmp}/gw"], f"{tmp}/gw.log", {"PORTCULLIS_TOKEN": token, "RUST_LOG": "warn"})
+    for _ in range(200):
+        try:
+            if urllib.request.urlopen(f"http://{gw_addr}/ready").status == 200:
+                break
+        except Exception:
+            time.sleep(0.05)
+
+    direct_url = f"http://{fake_addr}/v1/chat/completions"
+    gw_url = f"http://{gw_addr}/gateways/{gid}/v1/chat/completions"
+    results = {"machine": machine(), "duration": DURATION, "concurrency": CONCURRENCY, "rate": RATE}
+    results["direct_saturation"] = oha(direct_url, None, ["-c", str(CONCURRENCY)])
+    before = cpu_seconds(gw.pid)
+    results["gateway_saturation"] = oha(gw_url, agent_key, ["-c", str(CONCURRENCY)])
+    spent = cpu_seconds(gw.pid) - before
+    results["gateway_cpu_us_per_request"] = spent / max(results["gateway_saturation"]["requests"], 1) * 1e6
+    results["direct_fixed_rate"] = oha(direct_url, None, ["-c", "16", "-q", str(RATE)])
+    results["gateway_fixed_rate"] = oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)])
+    results["direct_stream_ttfb"] = ttfb(direct_url, None)
+    results["gateway_stream_ttfb"] = ttfb(gw_url, agent_key)
+    results["gateway_peak_rss_mib"] = peak_rss_mib(gw.pid)
+    os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
+    with open(os.path.join(os.path.dirname(__file__), "results", "latest.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    print(table(results))
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    mem = next((int(l.split()[1]) // 1024 // 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
+    return f"{os.cpu_count()} cores ({cpu}), {mem} GiB"
+
+
+def table(r):
+    ds, gs, df, gf = r["direct_saturation"], r["gateway_saturation"], r["direct_fixed_rate"], r["gateway_fixed_rate"]
+    dt, gt = r["direct_stream_ttfb"], r["gateway_stream_ttfb"]
+    rows = [
+        "| measurement | direct | through gateway | gateway adds |",
+        "|---|---|---|---|",
+        f"| saturation, c={r['concurrency']}: requests/s | {ds['rps']:.0f} | {gs['rps']:.0f} | {gs['rps'] / ds['rps'] * 100:.0f} % of direct |",
+        f"| saturation: p50 / p99 ms | {ds['p50_ms']:.3f} / {ds['p99_ms']:.3f} | {gs['p50_ms']:.3f} / {gs['p99_ms']:.3f} | {gs['p50_ms'] - ds['p50_ms']:.3f} / {gs['p99_ms'] - ds['p99_ms']:.3f} |",
+        f"| {r['rate']} requests/s: p50 ms | {df['p50_ms']:.3f} | {gf['p50_ms']:.3f} | {gf['p50_ms'] - df['p50_ms']:.3f} |",
+        f"| {r['rate']} requests/s: p99 ms | {df['p99_ms']:.3f} | {gf['p99_ms']:.3f} | {gf['p99_ms'] - df['p99_ms']:.3f} |",
+        f"| streaming time to first byte: p50 / p99 ms | {dt['p50_ms']:.3f} / {dt['p99_ms']:.3f} | {gt['p50_ms']:.3f} / {gt['p99_ms']:.3f} | {gt['p50_ms'] - dt['p50_ms']:.3f} / {gt['p99_ms'] - dt['p99_ms']:.3f} |",
+        f"| gateway CPU per request (saturation) | | {r['gateway_cpu_us_per_request']:.0f} µs | |",
+        f"| gateway peak RSS | | {r['gateway_peak_rss_mib']:.1f} MiB | |",
+        f"| non-2xx replies (saturation / fixed rate) | {ds['requests'] - ds['ok']} / {df['requests'] - df['ok']} | {gs['requests'] - gs['ok']} / {gf['requests'] - gf['ok']} | |",
+    ]
+    return "\n".join(rows) + f"\n\nMachine: {r['machine']}; {r['duration']} per run.\n"
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        for p in PROCS:
+            p.terminate()
