@@ -9,6 +9,7 @@
 
 mod agents;
 mod api;
+mod cli;
 mod gateways;
 mod keys;
 mod llm;

@@ -1,0 +1,217 @@
+//! The `portcullis` command: the README's quick start against `portcullis up`, and errors.
+
+use std::path::Path;
+use std::time::Duration;
+
+use portcullis_tests::process::{bin, Spawned};
+use portcullis_tests::{python, Backend, ControlPlane, FakeLlm};
+use serde_json::Value;
+use tokio::process::Command;
+
+/// Runs `portcullis` in `dir` with extra environment; returns (exit code, stdout, stderr).
+async fn cli(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
+    let mut command = Command::new(bin("portcullis"));
+    command
+        .current_dir(dir)
+        .args(args)
+        .env_remove("PORTCULLIS_URL")
+        .env_remove("PORTCULLIS_KEY")
+        .env_remove("PORTCULLIS_WORKSPACE");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().await.expect("run portcullis");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_start_with_portcullis_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = Command::new(bin("portcullis"));
+    up.current_dir(dir.path()).args([
+        "up",
+        "--control-listen",
+        "127.0.0.1:0",
+        "--gateway-listen",
+        "127.0.0.1:0",
+    ]);
+    let mut up = Spawned::spawn(up);
+    up.wait_listening("portcullis up").await;
+    let endpoints_path = dir.path().join(".portcullis/endpoints.json");
+    for _ in 0..200 {
+        if endpoints_path.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let endpoints: Value =
+        serde_json::from_str(&std::fs::read_to_string(&endpoints_path).unwrap()).unwrap();
+    let url = endpoints["control_url"].as_str().unwrap();
+    let env = [("PORTCULLIS_URL", url)];
+    let key_mode = std::fs::metadata(dir.path().join(".portcullis/admin.key")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            key_mode.permissions().mode() & 0o777,
+            0o600,
+            "admin.key is private"
+        );
+    }
+
+    let fake = FakeLlm::openai().reply("Quick start works.").start().await;
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &[
+            "model",
+            "add",
+            "gpt",
+            "--provider",
+            "openai_compatible",
+            "--model",
+            "gpt-4o-mini",
+            "--base-url",
+            &fake.base_url(),
+            "--api-key",
+            "sk-quickstart-123456",
+            "--gateway",
+            "default",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("gpt-4o-mini") && !out.contains("sk-quickstart-123456"),
+        "{out}"
+    );
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &[
+            "agent",
+            "register",
+            "support-bot",
+            "--gateway",
+            "default",
+            "--model",
+            "gpt",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &["--json", "key", "create", "support-bot", "ci"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let issued: Value = serde_json::from_str(&out).unwrap();
+    let base = issued["endpoints"]["openai_base_url"]
+        .as_str()
+        .expect("endpoints point at the embedded gateway")
+        .to_string();
+    assert!(base.starts_with(endpoints["gateway_base_url"].as_str().unwrap()));
+
+    // The README's example script, with the official OpenAI SDK.
+    let token = issued["token"].as_str().unwrap();
+    let mut reply = Value::Null;
+    for _ in 0..50 {
+        reply = python::run("openai_chat.py", &[&base, token, "gpt", "plain"]).await;
+        if reply["content"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(reply["content"], "Quick start works.", "{reply}");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/openai_agent.py");
+    let out = Command::new(python::interpreter())
+        .arg(example)
+        .arg("gpt")
+        .env("PORTCULLIS_AGENT_KEY", token)
+        .env("PORTCULLIS_OPENAI_BASE_URL", &base)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Quick start works."));
+
+    // A second start reuses everything.
+    up.kill().await;
+    let mut again = Command::new(bin("portcullis"));
+    again.current_dir(dir.path()).args([
+        "up",
+        "--control-listen",
+        "127.0.0.1:0",
+        "--gateway-listen",
+        "127.0.0.1:0",
+    ]);
+    let again = Spawned::spawn(again);
+    let mut again = again;
+    again.wait_listening("portcullis up").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !again.logs().contains("Bootstrapped"),
+        "a restart bootstraps nothing:\n{}",
+        again.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_exit_non_zero_with_the_server_message() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("PORTCULLIS_URL", cp.url.as_str()),
+        ("PORTCULLIS_KEY", cp.key.as_str()),
+    ];
+    let (code, _, _) = cli(dir.path(), &env, &["gateway", "create", "team"]).await;
+    assert_eq!(code, 0);
+    let (code, out, err) = cli(dir.path(), &env, &["gateway", "create", "team"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("a gateway named 'team' already exists")
+            && err.contains("already_exists")
+            && err.contains("409"),
+        "{err}"
+    );
+    let (code, _, err) = cli(dir.path(), &env, &["model", "get", "missing"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("no model named 'missing'"), "{err}");
+    let (code, _, err) = cli(
+        dir.path(),
+        &[("PORTCULLIS_URL", cp.url.as_str())],
+        &["identity"],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(err.contains("PORTCULLIS_KEY"), "{err}");
+    let (code, out, _) = cli(dir.path(), &env, &["--json", "gateway", "list"]).await;
+    assert_eq!(code, 0);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list["gateways"].as_array().unwrap().len(), 2);
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &["pool", "create", "p", "--member", "nope:2"],
+    )
+    .await;
+    assert_eq!(code, 1, "{out}{err}");
+    let (code, out, _) = cli(
+        dir.path(),
+        &env,
+        &["platform-key", "create", "ops", "--role", "viewer"],
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert!(out.contains("platform key (shown once): svc_pk_"), "{out}");
+}
