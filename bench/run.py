@@ -107,7 +107,7 @@ def main():
     agent_key = call(base, key, "CreateAgentKey", {"workspace_id": ws, "agent_id": "bench", "name": "k"})["token"]
     token = call(base, key, "CreateDeployment", {"workspace_id": ws, "name": "bench", "public_url": "http://127.0.0.1"})["token"]
     gw, gw_addr = start([f"{BIN}/portcullis-gateway", "--control-plane-url", base, "--listen", "127.0.0.1:0",
-                         "--data-dir", f"{tmp}/gw"], f"{tmp}/gw.log", {"PORTCULLIS_TOKEN": token, "RUST_LOG": "warn"})
+                         "--data-dir", f"{tmp}/gw"], f"{tmp}/gw.log", {"PORTCULLIS_TOKEN": token, "RUST_LOG": "warn,portcullis_gateway=info"})
     for _ in range(200):
         try:
             if urllib.request.urlopen(f"http://{gw_addr}/ready").status == 200:
@@ -115,13 +115,26 @@ def main():
         except Exception:
             time.sleep(0.05)
 
+    if os.environ.get("PORTCULLIS_BENCH_HOLD"):
+        # Leave the set-up running for manual measurement.
+        print(json.dumps({"gateway": gw_addr, "gateway_pid": gw.pid, "gateway_id": gid, "key": agent_key, "fake": fake_addr}), flush=True)
+        time.sleep(float(os.environ["PORTCULLIS_BENCH_HOLD"]))
+        return
     direct_url = f"http://{fake_addr}/v1/chat/completions"
     gw_url = f"http://{gw_addr}/gateways/{gid}/v1/chat/completions"
     results = {"machine": machine(), "duration": DURATION, "concurrency": CONCURRENCY, "rate": RATE}
     results["direct_saturation"] = oha(direct_url, None, ["-c", str(CONCURRENCY)])
     before = cpu_seconds(gw.pid)
+    perf = None
+    if os.environ.get("PORTCULLIS_BENCH_PERF"):
+        # A CPU profile of the gateway during the saturation run (perf report -i FILE).
+        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "1999", "-g", "-p", str(gw.pid),
+                                 "-o", os.environ["PORTCULLIS_BENCH_PERF"]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results["gateway_saturation"] = oha(gw_url, agent_key, ["-c", str(CONCURRENCY)])
     spent = cpu_seconds(gw.pid) - before
+    if perf:
+        perf.send_signal(2)
+        perf.wait()
     results["gateway_cpu_us_per_request"] = spent / max(results["gateway_saturation"]["requests"], 1) * 1e6
     results["direct_fixed_rate"] = oha(direct_url, None, ["-c", "16", "-q", str(RATE)])
     results["gateway_fixed_rate"] = oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)])

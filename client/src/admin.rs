@@ -16,22 +16,27 @@ pub struct AdminClient {
 
 impl std::fmt::Debug for AdminClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdminClient").field("base_url", &self.base_url).finish_non_exhaustive()
+        f.debug_struct("AdminClient")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
     }
 }
 
 impl AdminClient {
     /// A client for the control plane at `base_url`, authenticated by a platform key.
     pub fn new(base_url: &str, platform_key: &str) -> Result<Self, ClientError> {
-        let parsed = url::Url::parse(base_url)
-            .map_err(|e| ClientError::Configuration(format!("control plane URL {base_url:?}: {e}")))?;
+        let parsed = url::Url::parse(base_url).map_err(|e| {
+            ClientError::Configuration(format!("control plane URL {base_url:?}: {e}"))
+        })?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(ClientError::Configuration(format!(
                 "control plane URL {base_url:?} must be http or https"
             )));
         }
         if platform_key.trim().is_empty() {
-            return Err(ClientError::Configuration("the platform key is empty".into()));
+            return Err(ClientError::Configuration(
+                "the platform key is empty".into(),
+            ));
         }
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
@@ -57,8 +62,10 @@ impl AdminClient {
     ) -> Result<Resp, ClientError> {
         let path = format!("{service}/{operation}");
         let value = self.call_value(service, operation, request).await?;
-        serde_json::from_value(value)
-            .map_err(|e| ClientError::Decode { path, message: e.to_string() })
+        serde_json::from_value(value).map_err(|e| ClientError::Decode {
+            path,
+            message: e.to_string(),
+        })
     }
 
     /// Calls `<service>/<operation>` and returns the reply as JSON.
@@ -77,12 +84,18 @@ impl AdminClient {
             .json(request)
             .send()
             .await
-            .map_err(|source| ClientError::Transport { url: self.base_url.clone(), source })?;
+            .map_err(|source| ClientError::Transport {
+                url: self.base_url.clone(),
+                source,
+            })?;
         let status = response.status();
         let body = response
             .text()
             .await
-            .map_err(|source| ClientError::Transport { url: self.base_url.clone(), source })?;
+            .map_err(|source| ClientError::Transport {
+                url: self.base_url.clone(),
+                source,
+            })?;
         if !status.is_success() {
             return Err(ClientError::Admin {
                 path,
@@ -91,6 +104,9 @@ impl AdminClient {
                 body,
             });
         }
-        serde_json::from_str(&body).map_err(|e| ClientError::Decode { path, message: e.to_string() })
+        serde_json::from_str(&body).map_err(|e| ClientError::Decode {
+            path,
+            message: e.to_string(),
+        })
     }
 }

@@ -2,11 +2,15 @@
 //! (and the gateway's scoped admin bundles, when it has any). Default deny; a forbid wins;
 //! attachment alone authorizes nothing.
 
-use cedar_policy::{Authorizer, Context, Decision, EntityUid, PolicySet, Request, Response};
+use cedar_policy::{
+    Authorizer, Context, Decision as CedarDecision, EntityUid, PolicySet, Request, Response,
+};
 use portcullis_shared::policy::{action_uid, Action};
 
 use crate::error::Denial;
-use crate::snapshot::{AgentEntry, Compiled, GatewayEntry};
+use std::sync::OnceLock;
+
+use crate::snapshot::{AgentEntry, Compiled, Decision, GatewayEntry};
 
 fn evaluate(
     authorizer: &Authorizer,
@@ -15,6 +19,31 @@ fn evaluate(
     request: &Request,
 ) -> Response {
     authorizer.is_authorized(request, policies, &snap.entities)
+}
+
+/// Allows, or explains the denial. With a `slot` and no act-as identity, the decision is
+/// taken from (or stored in) the agent's memo for this snapshot.
+pub fn check_memo(
+    snap: &Compiled,
+    agent: &AgentEntry,
+    gateway: &GatewayEntry,
+    action: Action,
+    resource: &EntityUid,
+    context: &Context,
+    slot: Option<usize>,
+) -> Decision {
+    let Some(slot) = slot else {
+        return check(snap, agent, gateway, action, resource, context);
+    };
+    let memo = agent
+        .memo
+        .get_or_init(|| (0..snap.slots).map(|_| OnceLock::new()).collect());
+    match memo.get(slot) {
+        Some(cell) => cell
+            .get_or_init(|| check(snap, agent, gateway, action, resource, context))
+            .clone(),
+        None => check(snap, agent, gateway, action, resource, context),
+    }
 }
 
 /// Allows, or explains the denial.
@@ -51,7 +80,7 @@ pub fn check(
     // A deny with reasons is a matching forbid; it wins over any permit.
     let forbid = responses
         .iter()
-        .filter(|r| r.decision() == Decision::Deny)
+        .filter(|r| r.decision() == CedarDecision::Deny)
         .find_map(|r| r.diagnostics().reason().next().map(ToString::to_string));
     if let Some(policy) = forbid {
         return Err(Denial {
@@ -64,7 +93,10 @@ pub fn check(
             determining_policy: policy,
         });
     }
-    if responses.iter().any(|r| r.decision() == Decision::Allow) {
+    if responses
+        .iter()
+        .any(|r| r.decision() == CedarDecision::Allow)
+    {
         return Ok(());
     }
     Err(Denial {

@@ -32,6 +32,8 @@ pub struct Config {
     pub upstream_timeout_secs: u64,
     /// Seconds in-flight requests get to finish on shutdown.
     pub shutdown_grace_secs: u64,
+    /// Runtime worker threads; 0 uses one per CPU.
+    pub worker_threads: usize,
     pub log_format: LogFormat,
 }
 
@@ -61,12 +63,14 @@ impl Default for Config {
             max_body_bytes: 16 * 1024 * 1024,
             upstream_timeout_secs: 300,
             shutdown_grace_secs: 30,
+            worker_threads: 0,
             log_format: LogFormat::Text,
         }
     }
 }
 
-const ENV_KEYS: [&str; 11] = [
+const ENV_KEYS: [&str; 12] = [
+    "worker_threads",
     "listen",
     "control_plane_url",
     "token",

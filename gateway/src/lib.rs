@@ -36,9 +36,13 @@ pub struct Gateway {
     pub config: Config,
     pub snapshot: ArcSwapOption<Compiled>,
     pub runtime: snapshot::Runtime,
-    pub http: reqwest::Client,
     pub lkg: LastKnownGood,
     pub metrics: metrics::Metrics,
+}
+
+thread_local! {
+    /// Each worker thread's upstream client: its pooled connections live on that thread.
+    static HTTP: std::cell::OnceCell<reqwest::Client> = const { std::cell::OnceCell::new() };
 }
 
 impl Gateway {
@@ -46,13 +50,32 @@ impl Gateway {
     pub fn current(&self) -> Option<Arc<Compiled>> {
         self.snapshot.load_full()
     }
+
+    /// This thread's pooled upstream client.
+    pub fn http(&self) -> reqwest::Client {
+        HTTP.with(|cell| cell.get_or_init(upstream_client).clone())
+    }
+}
+
+fn upstream_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_max_idle_per_host(1024)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .user_agent(concat!("portcullis-gateway/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "Building the upstream client failed; using defaults.");
+            reqwest::Client::new()
+        })
 }
 
 pub struct Running {
     pub addr: SocketAddr,
     pub gateway: Arc<Gateway>,
     stop: tokio::sync::watch::Sender<bool>,
-    server: tokio::task::JoinHandle<()>,
+    workers: Vec<std::thread::JoinHandle<()>>,
     sync: tokio::task::JoinHandle<()>,
 }
 
@@ -60,7 +83,13 @@ impl Running {
     /// Stops accepting, lets in-flight requests finish (up to the grace period), stops syncing.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
-        let _ = self.server.await;
+        let workers = self.workers;
+        let _ = tokio::task::spawn_blocking(move || {
+            for w in workers {
+                let _ = w.join();
+            }
+        })
+        .await;
         let _ = self.sync.await;
     }
 }
@@ -76,20 +105,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     config.validate().map_err(|e| anyhow::anyhow!(e))?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .pool_max_idle_per_host(1024)
-        .pool_idle_timeout(Duration::from_secs(90))
-        .tcp_nodelay(true)
-        .user_agent(concat!("portcullis-gateway/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .context("building the upstream HTTP client")?;
     let gateway = Arc::new(Gateway {
         lkg: LastKnownGood::new(&config.data_dir, &config.token),
         config,
         snapshot: ArcSwapOption::empty(),
         runtime: snapshot::Runtime::default(),
-        http,
         metrics: metrics::Metrics::default(),
     });
     if let Some(snap) = gateway.lkg.load() {
@@ -107,10 +127,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         )?),
         _ => None,
     };
-    let listener = tokio::net::TcpListener::bind(gateway.config.listen)
-        .await
+    let workers = match gateway.config.worker_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let (addr, sockets) = server::bind(gateway.config.listen, workers)
         .with_context(|| format!("binding {}", gateway.config.listen))?;
-    let addr = listener.local_addr()?;
     let conf = Arc::new(pingora::server::configuration::ServerConf::default());
     let app = Arc::new(pingora::proxy::http_proxy(
         &conf,
@@ -120,14 +142,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     ));
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let grace = Duration::from_secs(gateway.config.shutdown_grace_secs);
-    let server = tokio::spawn(server::serve(listener, tls, app, stop_rx.clone(), grace));
+    let workers = server::spawn_workers(sockets, tls, app, stop_rx.clone(), grace)
+        .context("starting worker threads")?;
     let sync = tokio::spawn(snapshot::sync::run(gateway.clone(), stop_rx));
     tracing::info!(%addr, tls = gateway.config.tls_cert.is_some(), "listening");
     Ok(Running {
         addr,
         gateway,
         stop,
-        server,
+        workers,
         sync,
     })
 }

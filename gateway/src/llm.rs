@@ -53,18 +53,20 @@ pub async fn chat(
             ))
         }
     };
-    let target = rc
+    let (target, slot) = rc
         .gateway
         .targets
         .get(&name)
         .ok_or_else(|| GatewayError::ModelNotFound(name.clone()))?;
-    authz::check(
+    let uid = target.uid();
+    authz::check_memo(
         rc.snap,
         rc.agent,
         rc.gateway,
         Action::LlmInvoke,
-        target.uid(),
+        uid,
         &rc.context,
+        rc.slot(*slot),
     )
     .map_err(GatewayError::Denied)?;
 
@@ -88,7 +90,7 @@ pub async fn chat(
 
     let mut last: Option<Failure> = None;
     for model in members::order(target) {
-        let Some(url) = model.chat_url.as_deref() else {
+        let Some(url) = model.chat_url.clone() else {
             last = Some(Failure::Refused(GatewayError::Unsupported(format!(
                 "model '{}' uses provider {}, whose API this gateway version cannot translate to yet",
                 model.name, model.provider.id
@@ -149,16 +151,19 @@ pub async fn chat(
 pub async fn models(session: &mut Session, rc: &RequestCtx<'_>) -> Result<(), GatewayError> {
     let mut data = Vec::new();
     for name in &rc.gateway.target_names {
-        let Some(target) = rc.gateway.targets.get(name) else {
+        let Some((target, slot)) = rc.gateway.targets.get(name) else {
             continue;
         };
-        if authz::check(
+        let uid = target.uid();
+        let slot = rc.slot(*slot);
+        if authz::check_memo(
             rc.snap,
             rc.agent,
             rc.gateway,
             Action::LlmInvoke,
-            target.uid(),
+            uid,
             &rc.context,
+            slot,
         )
         .is_ok()
         {

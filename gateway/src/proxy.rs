@@ -40,7 +40,7 @@ impl ProxyHttp for Phases {
 
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<bool> {
         let started = Instant::now();
-        let request_id = uuid::Uuid::new_v4().to_string();
+        let request_id = request_id();
         let (kind, result) = handle(&self.gw, session, &request_id).await;
         if let Err(err) = result {
             if session.response_written().is_none() {
@@ -53,6 +53,15 @@ impl ProxyHttp for Phases {
         self.gw.metrics.record(kind, status, started.elapsed());
         Ok(true)
     }
+}
+
+/// A UUIDv4 from the thread's seeded generator (no system call per request).
+fn request_id() -> String {
+    use rand::Rng;
+    let bytes: [u8; 16] = rand::thread_rng().gen();
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
 }
 
 fn activity_id(session: &Session) -> Result<Option<String>, GatewayError> {
@@ -155,6 +164,7 @@ async fn dispatch(
         headers.get(actas::HEADER).map(|v| v.as_bytes()),
         chrono::Utc::now().timestamp(),
     )?;
+    let memoize = !act_as.present;
     let activity_id = activity_id(session)?;
     let surface = "llm";
     let context = RequestContext {
@@ -164,13 +174,15 @@ async fn dispatch(
     }
     .to_cedar()
     .map_err(GatewayError::Internal)?;
-    authz::check(
+    let slot = memoize.then_some(gateway.slot);
+    authz::check_memo(
         &snap,
         agent,
         gateway,
         Action::GatewayAccess,
         &gateway.uid,
         &context,
+        slot,
     )
     .map_err(GatewayError::Denied)?;
     let rc = RequestCtx {
@@ -179,6 +191,7 @@ async fn dispatch(
         agent,
         gateway,
         context,
+        memoize,
         activity_id,
     };
     match route {

@@ -10,11 +10,18 @@ pub struct RequestCtx<'a> {
     pub agent: &'a AgentEntry,
     pub gateway: &'a GatewayEntry,
     pub context: Context,
+    /// Whether decisions may be memoized (no act-as identity on this request).
+    pub memoize: bool,
     /// `X-Svc-Activity-Id` as the caller sent it; echoed back.
     pub activity_id: Option<String>,
 }
 
 impl<'a> RequestCtx<'a> {
+    /// The memo slot to use for a decision, when this request may use the memo.
+    pub fn slot(&self, slot: usize) -> Option<usize> {
+        self.memoize.then_some(slot)
+    }
+
     /// Headers every response of this request carries: the member that served and the
     /// caller's activity id.
     pub fn echo_headers<'b>(&'b self, model: &'b str) -> Vec<(&'static str, &'b str)> {

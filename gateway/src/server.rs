@@ -1,7 +1,9 @@
-//! Accepting connections: a tokio listener (bound before start, so port 0 works and the real
-//! address is logged), optional TLS through pingora's rustls acceptor, and pingora's HTTP
-//! session handling for every connection. On shutdown it stops accepting, tells pingora to end
-//! keep-alive, and waits for in-flight requests up to the grace period.
+//! Accepting connections, thread per core: every worker thread runs its own single-threaded
+//! runtime and accept loop on its own `SO_REUSEPORT` socket (bound before start, so port 0
+//! works and the real address is logged), so a request never hops threads. Optional TLS goes
+//! through pingora's rustls acceptor, then pingora's HTTP session handles the connection. On
+//! shutdown each worker stops accepting, tells pingora to end keep-alive, and waits for its
+//! in-flight requests up to the grace period.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,7 +14,9 @@ use pingora::listeners::tls::TlsSettings;
 use pingora::protocols::l4::stream::Stream as L4Stream;
 use pingora::protocols::Stream;
 use pingora::proxy::HttpProxy;
-use tokio::net::TcpListener;
+use std::net::SocketAddr;
+
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Notify};
 
 use crate::proxy::Phases;
@@ -40,6 +44,60 @@ pub struct Tls(pub Arc<pingora::listeners::tls::Acceptor>);
 pub fn tls(cert: &str, key: &str) -> anyhow::Result<Tls> {
     let settings = TlsSettings::intermediate(cert, key).map_err(|e| anyhow::anyhow!("TLS: {e}"))?;
     Ok(Tls(Arc::new(settings.build())))
+}
+
+/// Binds `workers` sockets to one address with `SO_REUSEPORT`; the first may use port 0.
+pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<(SocketAddr, Vec<TcpSocket>)> {
+    let socket = |addr: SocketAddr| -> std::io::Result<TcpSocket> {
+        let s = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        s.set_reuseaddr(true)?;
+        #[cfg(unix)]
+        s.set_reuseport(true)?;
+        s.set_nodelay(true)?;
+        s.bind(addr)?;
+        Ok(s)
+    };
+    let first = socket(addr)?;
+    let bound = first.local_addr()?;
+    let mut all = vec![first];
+    for _ in 1..workers.max(1) {
+        all.push(socket(bound)?);
+    }
+    Ok((bound, all))
+}
+
+/// Starts one worker thread per socket; each returns when `stop` flips and it has drained.
+pub fn spawn_workers(
+    sockets: Vec<TcpSocket>,
+    tls: Option<Tls>,
+    app: Arc<HttpProxy<Phases>>,
+    stop: watch::Receiver<bool>,
+    grace: Duration,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let tls = tls.map(|t| t.0);
+    let mut handles = Vec::new();
+    for (i, socket) in sockets.into_iter().enumerate() {
+        let (tls, app, stop) = (tls.clone(), app.clone(), stop.clone());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let handle = std::thread::Builder::new()
+            .name(format!("gateway-worker-{i}"))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    match socket.listen(4096) {
+                        Ok(listener) => serve(listener, tls.map(Tls), app, stop, grace).await,
+                        Err(e) => tracing::error!(error = %e, "Could not listen."),
+                    }
+                });
+            })?;
+        handles.push(handle);
+    }
+    Ok(handles)
 }
 
 pub async fn serve(

@@ -8,7 +8,7 @@ pub mod sync;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use cedar_policy::{Entities, EntityUid, PolicySet};
@@ -30,6 +30,8 @@ pub struct Compiled {
     pub agents: Vec<AgentEntry>,
     /// Every agent, gateway, model and pool, for Cedar.
     pub entities: Entities,
+    /// How many decision slots each agent's memo has (see [`AgentEntry::memo`]).
+    pub slots: usize,
 }
 
 pub struct GatewayEntry {
@@ -37,8 +39,11 @@ pub struct GatewayEntry {
     pub name: String,
     pub state: GatewayState,
     pub uid: EntityUid,
-    /// What `model` may name on this gateway: attached pools and direct models, by name.
-    pub targets: HashMap<String, Target>,
+    /// This gateway's `gateway:access` decision slot.
+    pub slot: usize,
+    /// What `model` may name on this gateway: attached pools and direct models, by name, each
+    /// with its `llm:invoke` decision slot.
+    pub targets: HashMap<String, (Target, usize)>,
     /// Target names in order, for `/v1/models`.
     pub target_names: Vec<String>,
     /// Admin bundles scoped to this gateway.
@@ -76,8 +81,8 @@ pub struct ModelEntry {
     pub name: String,
     pub provider: &'static Provider,
     pub upstream_model: String,
-    /// `{base_url}/chat/completions`, or `None` when the provider needs translation.
-    pub chat_url: Option<String>,
+    /// `{base_url}/chat/completions`, parsed once; `None` when the provider needs translation.
+    pub chat_url: Option<reqwest::Url>,
     pub credential: Credential,
     /// Secret values, to scrub from anything passed back to callers.
     pub secret_values: Vec<String>,
@@ -111,7 +116,13 @@ pub struct AgentEntry {
     pub actas_required: bool,
     /// The HMAC act-as secret, when the agent's method is `hmac`.
     pub actas_hmac_secret: Option<String>,
+    /// Decisions for requests without an act-as identity, by slot. They depend only on the
+    /// agent, action, resource and gateway, so each is evaluated once per snapshot.
+    pub memo: OnceLock<Box<[OnceLock<Decision>]>>,
 }
+
+/// An authorization outcome.
+pub type Decision = Result<(), crate::error::Denial>;
 
 /// A model's recent failures; kept across snapshots so a failing member stays cooled down.
 #[derive(Default)]

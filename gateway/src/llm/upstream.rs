@@ -58,13 +58,13 @@ pub fn is_event_stream(response: &reqwest::Response) -> bool {
 pub async fn attempt(
     gw: &Gateway,
     model: &ModelEntry,
-    url: &str,
+    url: reqwest::Url,
     credential: &[(HeaderName, HeaderValue)],
     body: Bytes,
     streaming: bool,
 ) -> Attempt {
     let mut request = gw
-        .http
+        .http()
         .post(url)
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(

@@ -103,14 +103,20 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
     }
 
     let mut gateways = HashMap::new();
+    let mut slots = 0;
+    let mut next_slot = || {
+        slots += 1;
+        slots - 1
+    };
     for g in &snap.gateways {
+        let gateway_slot = next_slot();
         let mut targets = HashMap::new();
         let mut target_names = Vec::new();
         for id in &g.pool_ids {
             match pools.get(id.as_str()) {
                 Some(p) => {
                     target_names.push(p.name.clone());
-                    targets.insert(p.name.clone(), Target::Pool(p.clone()));
+                    targets.insert(p.name.clone(), (Target::Pool(p.clone()), next_slot()));
                 }
                 None => errors.push(format!(
                     "gateway {}: pool {id} is not in the snapshot",
@@ -122,7 +128,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
             match models.get(id.as_str()) {
                 Some(m) => {
                     target_names.push(m.name.clone());
-                    targets.insert(m.name.clone(), Target::Model(m.clone()));
+                    targets.insert(m.name.clone(), (Target::Model(m.clone()), next_slot()));
                 }
                 None => errors.push(format!(
                     "gateway {}: model {id} is not in the snapshot",
@@ -146,6 +152,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
                 name: g.name.clone(),
                 state: g.state,
                 uid: policy::uid(Kind::Gateway, &g.gateway_id),
+                slot: gateway_slot,
                 targets,
                 target_names,
                 policies,
@@ -186,6 +193,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
                 .actas_hmac_secret
                 .as_ref()
                 .and_then(|s| s.0.get("secret").cloned()),
+            memo: std::sync::OnceLock::new(),
         });
     }
 
@@ -210,6 +218,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         keys,
         agents,
         entities,
+        slots,
     })
 }
 
@@ -229,8 +238,7 @@ fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, String> {
     let chat_url = match provider.base_url(text("base_url")) {
         Some(base) if forwards_openai => {
             let url = format!("{}/chat/completions", base.trim_end_matches('/'));
-            url::Url::parse(&url).map_err(|e| format!("base URL {base}: {e}"))?;
-            Some(url)
+            Some(reqwest::Url::parse(&url).map_err(|e| format!("base URL {base}: {e}"))?)
         }
         _ => None,
     };
