@@ -135,6 +135,7 @@ mod tests {
             actas_method: method,
             actas_required: false,
             actas_hmac_secret: Some("0123456789abcdef".into()),
+            memo: std::sync::OnceLock::new(),
         }
     }
 
