@@ -3,12 +3,14 @@
 //! attachment alone authorizes nothing.
 
 use cedar_policy::{
-    Authorizer, Context, Decision as CedarDecision, EntityUid, PolicySet, Request, Response,
+    Authorizer, Decision as CedarDecision, EntityUid, PolicySet, Request, Response,
 };
 use portcullis_shared::policy::{action_uid, Action};
 
 use crate::error::Denial;
 use std::sync::OnceLock;
+
+use crate::request::LazyContext;
 
 use crate::snapshot::{AgentEntry, Compiled, Decision, GatewayEntry};
 
@@ -29,7 +31,7 @@ pub fn check_memo(
     gateway: &GatewayEntry,
     action: Action,
     resource: &EntityUid,
-    context: &Context,
+    context: &LazyContext,
     slot: Option<usize>,
 ) -> Decision {
     let Some(slot) = slot else {
@@ -53,8 +55,13 @@ pub fn check(
     gateway: &GatewayEntry,
     action: Action,
     resource: &EntityUid,
-    context: &Context,
+    context: &LazyContext,
 ) -> Result<(), Denial> {
+    let context = context.get().map_err(|e| Denial {
+        reason: format!("the request context could not be built: {e}"),
+        reason_code: "evaluation_error",
+        determining_policy: "default-deny".into(),
+    })?;
     let request = Request::new(
         agent.uid.clone(),
         action_uid(action),

@@ -57,18 +57,32 @@ impl Gateway {
     }
 }
 
+/// Egress proxies come from the standard environment variables; without any, the client
+/// skips per-request proxy matching.
 fn upstream_client() -> reqwest::Client {
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .pool_max_idle_per_host(1024)
         .pool_idle_timeout(Duration::from_secs(90))
         .tcp_nodelay(true)
-        .user_agent(concat!("portcullis-gateway/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .unwrap_or_else(|e| {
-            tracing::error!(error = %e, "Building the upstream client failed; using defaults.");
-            reqwest::Client::new()
-        })
+        .user_agent(concat!("portcullis-gateway/", env!("CARGO_PKG_VERSION")));
+    let proxied = [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some());
+    if !proxied {
+        builder = builder.no_proxy();
+    }
+    builder.build().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "Building the upstream client failed; using defaults.");
+        reqwest::Client::new()
+    })
 }
 
 pub struct Running {

@@ -13,7 +13,7 @@ use portcullis_shared::api::gateways::GatewayState;
 use portcullis_shared::policy::{Action, RequestContext};
 
 use crate::error::GatewayError;
-use crate::request::RequestCtx;
+use crate::request::{LazyContext, RequestCtx};
 use crate::route::{route, Route};
 use crate::{actas, authn, authz, llm, respond, Gateway};
 
@@ -167,13 +167,11 @@ async fn dispatch(
     let memoize = !act_as.present;
     let activity_id = activity_id(session)?;
     let surface = "llm";
-    let context = RequestContext {
+    let context = LazyContext::new(RequestContext {
         act_as,
         gateway_id: gateway.id.clone(),
         surface,
-    }
-    .to_cedar()
-    .map_err(GatewayError::Internal)?;
+    });
     let slot = memoize.then_some(gateway.slot);
     authz::check_memo(
         &snap,

@@ -1,6 +1,9 @@
 //! What a gateway request carries through its steps once it is authenticated.
 
+use std::sync::OnceLock;
+
 use cedar_policy::Context;
+use portcullis_shared::policy::RequestContext;
 
 use crate::snapshot::{AgentEntry, Compiled, GatewayEntry};
 
@@ -9,7 +12,7 @@ pub struct RequestCtx<'a> {
     pub snap: &'a Compiled,
     pub agent: &'a AgentEntry,
     pub gateway: &'a GatewayEntry,
-    pub context: Context,
+    pub context: LazyContext,
     /// Whether decisions may be memoized (no act-as identity on this request).
     pub memoize: bool,
     /// `X-Svc-Activity-Id` as the caller sent it; echoed back.
@@ -33,5 +36,27 @@ impl<'a> RequestCtx<'a> {
             out.push(("x-svc-activity-id", a.as_str()));
         }
         out
+    }
+}
+
+/// The Cedar context of a request, built only when a decision is not memoized.
+pub struct LazyContext {
+    typed: RequestContext,
+    built: OnceLock<Result<Context, String>>,
+}
+
+impl LazyContext {
+    pub fn new(typed: RequestContext) -> Self {
+        Self {
+            typed,
+            built: OnceLock::new(),
+        }
+    }
+
+    pub fn get(&self) -> Result<&Context, String> {
+        self.built
+            .get_or_init(|| self.typed.to_cedar())
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
