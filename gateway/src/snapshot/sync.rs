@@ -16,6 +16,15 @@ pub fn apply(gateway: &Gateway, snapshot: &Snapshot) -> bool {
     match super::compile(snapshot, &gateway.runtime) {
         Ok(compiled) => {
             let revision = compiled.revision;
+            if let Some(mine) = gateway.config.public_url.as_deref() {
+                if mine.trim_end_matches('/') != snapshot.public_url {
+                    tracing::warn!(
+                        configured = mine,
+                        deployment = %snapshot.public_url,
+                        "This gateway's public URL differs from its deployment's; agents are handed the deployment's."
+                    );
+                }
+            }
             gateway.snapshot.store(Some(Arc::new(compiled)));
             tracing::info!(revision, "Snapshot applied.");
             true

@@ -19,4 +19,5 @@ mod resilience;
 mod rules;
 mod secrets;
 mod sync;
+mod tls;
 mod world;
