@@ -5,6 +5,8 @@
 pub mod compile;
 pub mod lkg;
 pub mod sync;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};

@@ -1,0 +1,170 @@
+//! Compiling snapshots: what a good one yields, and that a bad one is refused whole while the
+//! serving snapshot stays.
+
+use std::collections::BTreeMap;
+
+use portcullis_shared::api::agents::AgentStatus;
+use portcullis_shared::api::gateways::GatewayState;
+use portcullis_shared::api::rules::BundleScope;
+use portcullis_shared::api::{AuthMethod, CredentialType};
+use portcullis_shared::snapshot::*;
+use serde_json::json;
+
+use super::{compile, Credential, Runtime, Target};
+
+fn snapshot(policies: &str) -> Snapshot {
+    let secrets: BTreeMap<String, String> = [(
+        "Authorization".to_string(),
+        "Bearer sk-test-12345".to_string(),
+    )]
+    .into();
+    Snapshot {
+        workspace_id: "w".into(),
+        revision: 7,
+        deployment_id: "d".into(),
+        public_url: "http://gw".into(),
+        generated_at: String::new(),
+        gateways: vec![SnapGateway {
+            gateway_id: "g1".into(),
+            name: "default".into(),
+            state: GatewayState::Active,
+            is_default: true,
+            all_agents: false,
+            agent_ids: vec!["a1".into()],
+            model_ids: vec!["m1".into()],
+            pool_ids: vec!["p1".into()],
+        }],
+        models: vec![SnapModel {
+            connection_id: "m1".into(),
+            name: "gpt".into(),
+            provider: "openai".into(),
+            provider_config: json!({"model": "gpt-4o"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            auth_method: AuthMethod::ApiKey,
+            credential_type: CredentialType::Shared,
+            secret_values: Secrets(secrets),
+            attributes: BTreeMap::new(),
+            filter_window_bytes: 0,
+            filter_window_tokens: 0,
+        }],
+        pools: vec![SnapPool {
+            pool_id: "p1".into(),
+            name: "fast".into(),
+            strategy: portcullis_shared::api::pools::PoolStrategy::RoundRobin,
+            members: vec![SnapPoolMember {
+                connection_id: "m1".into(),
+                weight: 1,
+                priority: 0,
+            }],
+        }],
+        agents: vec![SnapAgent {
+            agent_id: "a1".into(),
+            name: "bot".into(),
+            status: AgentStatus::Active,
+            parent_id: None,
+            key_hashes: vec!["abc".into()],
+            token_ttl_secs: 600,
+            actas_method: None,
+            actas_required: false,
+            actas_provider_id: None,
+            actas_oidc_url: None,
+            actas_hmac_secret: None,
+        }],
+        bundles: vec![SnapBundle {
+            bundle_id: "b1".into(),
+            id_prefix: "bundle/b1".into(),
+            scope: BundleScope::Workspace,
+            scope_id: None,
+            managed: false,
+            policies: policies.into(),
+        }],
+    }
+}
+
+#[test]
+fn a_good_snapshot_compiles_into_routing_and_credentials() {
+    let compiled = compile(
+        &snapshot("permit (principal, action, resource);"),
+        &Runtime::default(),
+    )
+    .unwrap();
+    assert_eq!(compiled.revision, 7);
+    let gateway = &compiled.gateways["g1"];
+    assert_eq!(gateway.target_names, ["fast", "gpt"]);
+    let Target::Model(model) = &gateway.targets["gpt"].0 else {
+        panic!("gpt is a model")
+    };
+    assert_eq!(
+        model.chat_url.as_ref().unwrap().as_str(),
+        "https://api.openai.com/v1/chat/completions"
+    );
+    assert!(matches!(&model.credential, Credential::Headers(h) if h[0].0 == "authorization"));
+    assert!(
+        model.secret_values.contains(&"sk-test-12345".to_string()),
+        "the bare token is scrubbed too"
+    );
+    assert_eq!(compiled.keys["abc"], 0);
+    assert_eq!(
+        compiled.slots, 3,
+        "one slot for the gateway, one per target"
+    );
+}
+
+#[test]
+fn a_bad_policy_refuses_the_whole_snapshot() {
+    let errors = compile(
+        &snapshot("permit (principal == Svc::User::\"x\", action, resource);"),
+        &Runtime::default(),
+    )
+    .err()
+    .expect("refused");
+    assert!(errors.iter().any(|e| e.contains("Svc::User")), "{errors:?}");
+    let mut dangling = snapshot("permit (principal, action, resource);");
+    dangling.pools[0].members[0].connection_id = "missing".into();
+    assert!(
+        compile(&dangling, &Runtime::default()).is_err(),
+        "a pool member outside the snapshot is refused"
+    );
+}
+
+#[test]
+fn health_survives_recompiles() {
+    let runtime = Runtime::default();
+    let first = compile(&snapshot("permit (principal, action, resource);"), &runtime).unwrap();
+    let Target::Model(m) = &first.gateways["g1"].targets["gpt"].0 else {
+        panic!()
+    };
+    for _ in 0..super::FAILURES_TO_COOL_DOWN {
+        m.health.record_failure();
+    }
+    let second = compile(&snapshot("permit (principal, action, resource);"), &runtime).unwrap();
+    let Target::Model(m2) = &second.gateways["g1"].targets["gpt"].0 else {
+        panic!()
+    };
+    assert!(
+        m2.health.is_cooling(),
+        "a cooled-down member stays cooled down across snapshots"
+    );
+}
+
+#[test]
+fn a_refused_snapshot_leaves_the_serving_one_in_place() {
+    let dir = std::env::temp_dir().join(format!("pc-gw-test-{}", std::process::id()));
+    let gateway = crate::Gateway {
+        config: crate::Config::default(),
+        snapshot: arc_swap::ArcSwapOption::empty(),
+        runtime: Runtime::default(),
+        lkg: super::lkg::LastKnownGood::new(&dir, "token"),
+        metrics: crate::metrics::Metrics::default(),
+    };
+    assert!(super::sync::apply(
+        &gateway,
+        &snapshot("permit (principal, action, resource);")
+    ));
+    let mut bad = snapshot("forbid (principal, action, resource) when { context.nope };");
+    bad.revision = 8;
+    assert!(!super::sync::apply(&gateway, &bad));
+    assert_eq!(gateway.current().map(|s| s.revision), Some(7));
+}
