@@ -4,8 +4,6 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use figment::providers::{Env, Format, Serialized, Toml};
-use figment::Figment;
 pub use portcullis_shared::telemetry::LogFormat;
 use serde::{Deserialize, Serialize};
 
@@ -66,16 +64,9 @@ const ENV_KEYS: [&str; 6] = [
 
 impl Config {
     /// Layers the configuration sources; `flags` holds only the flags given.
+    /// Layers defaults, the file, the environment and the given flags.
     pub fn load(file: Option<&Path>, flags: &impl Serialize) -> Result<Self, Box<figment::Error>> {
-        let mut figment = Figment::from(Serialized::defaults(Config::default()));
-        if let Some(path) = file {
-            figment = figment.merge(Toml::file_exact(path));
-        }
-        figment
-            .merge(Env::prefixed("PORTCULLIS_").only(&ENV_KEYS))
-            .merge(Serialized::defaults(flags))
-            .extract()
-            .map_err(Box::new)
+        portcullis_shared::config::load(Config::default(), file, &ENV_KEYS, flags)
     }
 
     pub fn database_url(&self) -> String {

@@ -137,20 +137,29 @@ async fn ensure(ctx: Ctx, req: CreateAgentKeyRequest) -> ApiResult<IssuedAgentKe
     Ok(issued)
 }
 
-/// Replaces the key's secret; the old token stops working at the next snapshot.
-async fn rotate(ctx: Ctx, req: RotateAgentKeyRequest) -> ApiResult<IssuedAgentKey> {
-    let ws = ctx.workspace_id().to_string();
-    let mut tx = ctx.store().write(&ws).await?;
-    let agent = load(tx.conn(), &ws, &req.agent_id).await?;
-    let existing = agents::key_by_name(tx.conn(), &agent.id, &req.key_name)
+/// The agent's key of that name, or `not_found`.
+async fn existing_key(
+    tx: &mut WriteTx,
+    agent: &agents::AgentRow,
+    name: &str,
+) -> ApiResult<agents::KeyRow> {
+    agents::key_by_name(tx.conn(), &agent.id, name)
         .await?
         .ok_or_else(|| {
             ApiError::NotFound(format!(
                 "agent '{}' has no key named '{}'",
                 agent.name,
-                validate::clip(&req.key_name)
+                validate::clip(name)
             ))
-        })?;
+        })
+}
+
+/// Replaces the key's secret; the old token stops working at the next snapshot.
+async fn rotate(ctx: Ctx, req: RotateAgentKeyRequest) -> ApiResult<IssuedAgentKey> {
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    let agent = load(tx.conn(), &ws, &req.agent_id).await?;
+    let existing = existing_key(&mut tx, &agent, &req.key_name).await?;
     let name = existing.name.clone();
     let issued = issue(
         &mut tx,
@@ -170,15 +179,7 @@ async fn revoke(ctx: Ctx, req: RevokeAgentKeyRequest) -> ApiResult<Empty> {
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
     let agent = load(tx.conn(), &ws, &req.agent_id).await?;
-    let key = agents::key_by_name(tx.conn(), &agent.id, &req.key_name)
-        .await?
-        .ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "agent '{}' has no key named '{}'",
-                agent.name,
-                validate::clip(&req.key_name)
-            ))
-        })?;
+    let key = existing_key(&mut tx, &agent, &req.key_name).await?;
     agents::delete_key(tx.conn(), &key.id).await?;
     tx.commit().await?;
     tracing::info!(agent_id = %agent.id, key_id = %key.id, "Agent key revoked.");
