@@ -104,6 +104,38 @@ where
     }
 }
 
+/// Bodies past this are cut off without reading further (the connection is closed).
+const DRAIN_LIMIT: usize = 64 * 1024 * 1024;
+
+/// Reads the body, refusing more than [`MAX_BODY_BYTES`]. An oversized body is still read (up
+/// to [`DRAIN_LIMIT`]) and discarded, so the client finishes sending and receives the error
+/// rather than a reset connection.
+async fn read_body(body: Body) -> ApiResult<Bytes> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut buf = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| invalid(format!("the request body could not be read: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen += data.len();
+        if seen <= MAX_BODY_BYTES {
+            buf.extend_from_slice(&data);
+        } else if seen > DRAIN_LIMIT {
+            break;
+        }
+    }
+    if seen > MAX_BODY_BYTES {
+        return Err(invalid(format!(
+            "the request body is larger than {MAX_BODY_BYTES} bytes"
+        )));
+    }
+    Ok(Bytes::from(buf))
+}
+
 fn parse_body<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("the request body is empty; send a JSON object"));
@@ -279,13 +311,7 @@ async fn handle(
     if let (Access::Platform(permission), Principal::Platform(_)) = (operation.access, &principal) {
         principal.require(permission)?;
     }
-    let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            invalid(format!(
-                "the request body is larger than {MAX_BODY_BYTES} bytes"
-            ))
-        })?;
+    let body = read_body(body).await?;
     let ctx = Ctx {
         app: app.clone(),
         principal: Arc::new(principal),

@@ -19,18 +19,26 @@ use crate::{authz, respond, Gateway};
 
 use upstream::{Attempt, Failure};
 
-/// Reads the whole request body, refusing more than `limit` bytes.
+/// Reads the whole request body, refusing more than `limit` bytes. An oversized body is still
+/// read (up to four times the limit) and discarded, so the caller receives the error rather
+/// than a reset connection.
 pub async fn read_body(session: &mut Session, limit: usize) -> Result<Vec<u8>, GatewayError> {
     let mut body = Vec::new();
+    let mut seen = 0usize;
     while let Some(chunk) = session
         .read_request_body()
         .await
         .map_err(|e| GatewayError::BadRequest(format!("could not read the request body: {e}")))?
     {
-        if body.len() + chunk.len() > limit {
-            return Err(GatewayError::TooLarge(limit));
+        seen += chunk.len();
+        if seen <= limit {
+            body.extend_from_slice(&chunk);
+        } else if seen > limit.saturating_mul(4) {
+            break;
         }
-        body.extend_from_slice(&chunk);
+    }
+    if seen > limit {
+        return Err(GatewayError::TooLarge(limit));
     }
     Ok(body)
 }
