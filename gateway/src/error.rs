@@ -42,11 +42,12 @@ pub enum GatewayError {
 impl GatewayError {
     pub fn status(&self) -> u16 {
         match self {
-            GatewayError::BadRequest(_) | GatewayError::Unsupported(_) => 400,
+            GatewayError::BadRequest(_)
+            | GatewayError::Unsupported(_)
+            | GatewayError::TooLarge(_) => 400,
             GatewayError::Unauthenticated(_) => 401,
             GatewayError::Forbidden(_) | GatewayError::Denied(_) => 403,
             GatewayError::NotFound(_) | GatewayError::ModelNotFound(_) => 404,
-            GatewayError::TooLarge(_) => 413,
             GatewayError::Upstream(_) => 502,
             GatewayError::NotReady => 503,
             GatewayError::UpstreamTimeout(_) => 504,

@@ -94,6 +94,14 @@ async fn refusals_in_the_openai_error_shape() {
     assert_eq!(r.status, 400);
     let r = w.chat_as(Some(&w.key), &gw, json!("not an object")).await;
     assert_eq!(r.status, 400);
+    let huge = json!({"model": "gpt", "messages": [{"role": "user", "content": "x".repeat(17 * 1024 * 1024)}]});
+    let r = w.chat_as(Some(&w.key), &gw, huge).await;
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (400, Some("request_too_large")),
+        "{}",
+        &r.text[..r.text.len().min(300)]
+    );
 
     // Attached but not allowed: attachment alone authorizes nothing.
     let cp = &w.cp;
