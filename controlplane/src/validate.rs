@@ -18,6 +18,12 @@ pub fn name(field: &str, value: &str) -> ApiResult<String> {
             "{field} is longer than {MAX_NAME_LEN} characters"
         )));
     }
+    if uuid::Uuid::parse_str(value).is_ok() {
+        return Err(invalid(format!(
+            "{field} '{value}' looks like an id; names must not be UUIDs, so that an id always \
+             means the same resource"
+        )));
+    }
     if !value.starts_with(|c: char| c.is_ascii_alphanumeric()) || !value.chars().all(ok_char) {
         return Err(invalid(format!(
             "{field} '{value}' may contain only letters, digits and . _ - : @ /, and must start \
@@ -151,6 +157,7 @@ mod tests {
         assert!(name("name", "-x").is_err());
         assert!(name("name", "has space").is_err());
         assert!(name("name", &"a".repeat(129)).is_err());
+        assert!(name("name", "6b977e41-c718-4993-aee6-6df1ea09f44e").is_err());
     }
 
     #[test]

@@ -149,8 +149,8 @@ pub async fn chat(
     }
     match last {
         Some(failure) => failure.respond(session, rc).await,
-        None => Err(GatewayError::Internal(format!(
-            "'{name}' has no members to call"
+        None => Err(GatewayError::Upstream(format!(
+            "pool '{name}' has no members to call"
         ))),
     }
 }
