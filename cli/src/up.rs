@@ -86,6 +86,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         database_url: None,
         master_key: std::env::var("PORTCULLIS_MASTER_KEY").ok(),
         allow_private_webhook_targets: args.allow_private_webhook_targets,
+        allow_stdio_tools: true,
         log_format,
     };
     let cp = portcullis_controlplane::start(cp_config).await?;

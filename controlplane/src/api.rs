@@ -11,6 +11,7 @@ mod models;
 mod pools;
 mod rules;
 mod sync;
+mod tools;
 pub mod views;
 mod workspace;
 
@@ -189,6 +190,8 @@ impl Registry {
         add(service::MGMT, models::operations());
         add(service::MGMT, pools::operations());
         add(service::MGMT, gateways::operations());
+        add(service::MGMT, tools::operations());
+        add(service::MGMT, tools::catalog::operations());
         add(service::MGMT, workspace::operations());
         add(service::AGENTS, agents::operations());
         add(service::AGENTS, keys::operations());
@@ -217,6 +220,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .route("/{service}/{operation}", post(dispatch))
+        .merge(tools::rest::routes())
         .fallback(fallback)
         .with_state(app)
 }
@@ -251,11 +255,28 @@ async fn dispatch(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    invoke(
+        &app,
+        &format!("{svc}/{operation}"),
+        &headers,
+        Input::Connect(body),
+    )
+    .await
+}
+
+/// A request body: as sent on the Connect route, or assembled by another route (REST).
+pub enum Input {
+    Connect(Body),
+    Built(ApiResult<Bytes>),
+}
+
+/// Runs one operation and answers it: the single place results and errors become responses.
+pub async fn invoke(app: &Arc<App>, path: &str, headers: &HeaderMap, input: Input) -> Response {
     let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
-    let path = format!("{svc}/{operation}");
+    let path = path.to_string();
     let known = app.registry.operations.contains_key(&path);
-    let result = handle(&app, &path, &headers, body, &request_id).await;
+    let result = handle(app, &path, headers, input, &request_id).await;
     let (response, code) = match result {
         Ok(value) => {
             let mut response = axum::Json(value).into_response();
@@ -291,7 +312,7 @@ async fn handle(
     app: &Arc<App>,
     path: &str,
     headers: &HeaderMap,
-    body: Body,
+    input: Input,
     request_id: &str,
 ) -> ApiResult<Value> {
     let operation = app
@@ -299,19 +320,24 @@ async fn handle(
         .operations
         .get(path)
         .ok_or_else(|| ApiError::NotFound(format!("unknown operation {path}")))?;
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let media = content_type.split(';').next().unwrap_or_default().trim();
-    if !media.eq_ignore_ascii_case("application/json") {
-        return Err(invalid("Content-Type must be application/json"));
+    if let Input::Connect(_) = input {
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let media = content_type.split(';').next().unwrap_or_default().trim();
+        if !media.eq_ignore_ascii_case("application/json") {
+            return Err(invalid("Content-Type must be application/json"));
+        }
     }
     let principal = auth::authenticate(&app.store, headers, operation.access).await?;
     if let (Access::Platform(permission), Principal::Platform(_)) = (operation.access, &principal) {
         principal.require(permission)?;
     }
-    let body = read_body(body).await?;
+    let body = match input {
+        Input::Connect(body) => read_body(body).await?,
+        Input::Built(body) => body?,
+    };
     let ctx = Ctx {
         app: app.clone(),
         principal: Arc::new(principal),

@@ -20,6 +20,8 @@ pub struct Config {
     pub master_key: Option<String>,
     /// Lets webhook deliveries go to plain-http loopback and private addresses.
     pub allow_private_webhook_targets: bool,
+    /// Whether tool connections may run local commands (stdio) on the gateways.
+    pub allow_stdio_tools: bool,
     pub log_format: LogFormat,
 }
 
@@ -47,13 +49,15 @@ impl Default for Config {
             database_url: None,
             master_key: None,
             allow_private_webhook_targets: false,
+            allow_stdio_tools: true,
             log_format: LogFormat::Text,
         }
     }
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
-const ENV_KEYS: [&str; 6] = [
+const ENV_KEYS: [&str; 7] = [
+    "allow_stdio_tools",
     "listen",
     "data_dir",
     "database_url",

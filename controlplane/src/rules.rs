@@ -13,7 +13,7 @@ use portcullis_shared::policy;
 
 use crate::api::views;
 use crate::error::{ApiError, ApiResult};
-use crate::store::{agents, bundles, gateways, Conn};
+use crate::store::{agents, bundles, gateways, tools, Conn};
 
 /// Bundle ids of managed bundles start with this; they cannot be deployed or deleted.
 pub const MANAGED_PREFIX: &str = "managed-";
@@ -110,6 +110,23 @@ pub async fn managed_bundles(conn: &mut Conn, workspace_id: &str) -> ApiResult<V
         .into_iter()
         .filter(|g| g.all_agents != 0)
         .collect();
+    let blocked = tools::blocked(conn, workspace_id).await?;
+    let blocked_at = blocked.iter().map(|b| b.2).max().unwrap_or_default();
+    let blocked: Vec<(String, String)> = blocked.into_iter().map(|(c, t, _)| (c, t)).collect();
+    let text = compile::blocked_tool_policies(&blocked);
+    if !text.is_empty() {
+        out.push(managed(
+            workspace_id,
+            Managed {
+                bundle_id: format!("{MANAGED_PREFIX}blocked-tools"),
+                scope: BundleScope::Workspace,
+                scope_id: None,
+                prefix: compile::BLOCKED_PREFIX,
+                text,
+                updated_at: blocked_at,
+            },
+        )?);
+    }
     let updated_at = open.iter().map(|g| g.updated_at).max().unwrap_or_default();
     let open: Vec<String> = open.into_iter().map(|g| g.id).collect();
     let text = compile::all_agents_policies(&open);

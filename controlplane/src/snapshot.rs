@@ -13,7 +13,15 @@ use crate::api::views::{corrupt, ts};
 use crate::error::ApiResult;
 use crate::rules;
 use crate::store::credentials::{self, Owner};
-use crate::store::{agents, bundles, gateways, models, now_ms, pools, workspaces, Conn};
+use crate::store::{agents, bundles, gateways, models, now_ms, pools, tools, workspaces, Conn};
+
+#[derive(Default)]
+struct Members {
+    models: Vec<String>,
+    pools: Vec<String>,
+    sources: Vec<String>,
+    tools: Vec<SnapGatewayTool>,
+}
 
 pub struct Deployment<'a> {
     pub deployment_id: &'a str,
@@ -29,13 +37,18 @@ pub async fn build(
     let ws = d.workspace_id;
     let revision = workspaces::revision(conn, ws).await?;
 
-    let mut members: HashMap<String, (Vec<String>, Vec<String>)> = HashMap::new();
+    let mut members: HashMap<String, Members> = HashMap::new();
     for m in gateways::all_members(conn, ws).await? {
         let entry = members.entry(m.gateway_id).or_default();
         match MemberKind::parse(&m.kind) {
-            Some(MemberKind::Model) => entry.0.push(m.target_id),
-            Some(MemberKind::Pool) => entry.1.push(m.target_id),
-            _ => {}
+            Some(MemberKind::Model) => entry.models.push(m.target_id),
+            Some(MemberKind::Pool) => entry.pools.push(m.target_id),
+            Some(MemberKind::ToolSource) => entry.sources.push(m.target_id),
+            Some(MemberKind::Tool) => entry.tools.push(SnapGatewayTool {
+                connection_id: m.target_id,
+                tool: m.tool,
+            }),
+            None => {}
         }
     }
     let mut grants: HashMap<String, Vec<String>> = HashMap::new();
@@ -44,7 +57,12 @@ pub async fn build(
     }
     let mut snap_gateways = Vec::new();
     for g in gateways::list(conn, ws).await? {
-        let (model_ids, pool_ids) = members.remove(&g.id).unwrap_or_default();
+        let Members {
+            models: model_ids,
+            pools: pool_ids,
+            sources: tool_sources,
+            tools,
+        } = members.remove(&g.id).unwrap_or_default();
         snap_gateways.push(SnapGateway {
             state: GatewayState::parse(&g.state).ok_or_else(|| corrupt("gateway state"))?,
             is_default: g.is_default != 0,
@@ -52,6 +70,8 @@ pub async fn build(
             agent_ids: grants.remove(&g.id).unwrap_or_default(),
             model_ids,
             pool_ids,
+            tool_sources,
+            tools,
             gateway_id: g.id,
             name: g.name,
         });
@@ -143,6 +163,8 @@ pub async fn build(
         });
     }
 
+    let snap_tools = tool_connections(conn, cipher, ws).await?;
+
     Ok(Snapshot {
         workspace_id: ws.to_string(),
         revision,
@@ -154,5 +176,66 @@ pub async fn build(
         pools: snap_pools,
         agents: snap_agents,
         bundles: snap_bundles,
+        tools: snap_tools,
     })
+}
+
+async fn tool_connections(
+    conn: &mut Conn,
+    cipher: &portcullis_shared::seal::Cipher,
+    ws: &str,
+) -> ApiResult<Vec<SnapTool>> {
+    use portcullis_shared::api::tools::{HttpConfig, Protocol, StdioConfig, ToolStatus};
+    let mut catalog: HashMap<String, Vec<SnapCatalogEntry>> = HashMap::new();
+    for c in tools::workspace_catalog(conn, ws).await? {
+        let status = ToolStatus::parse(&c.status).ok_or_else(|| corrupt("tool status"))?;
+        if status != ToolStatus::Active {
+            catalog
+                .entry(c.connection_id)
+                .or_default()
+                .push(SnapCatalogEntry {
+                    name: c.tool,
+                    status,
+                    message: c.message,
+                });
+        }
+    }
+    let mut out = Vec::new();
+    for t in tools::list(conn, ws).await? {
+        let protocol = Protocol::parse(&t.protocol).ok_or_else(|| corrupt("protocol"))?;
+        let (http, stdio) = match protocol {
+            Protocol::StreamableHttp => (
+                Some(
+                    serde_json::from_str::<HttpConfig>(&t.protocol_config)
+                        .map_err(|_| corrupt("protocol_config"))?,
+                ),
+                None,
+            ),
+            Protocol::Stdio => (
+                None,
+                Some(
+                    serde_json::from_str::<StdioConfig>(&t.protocol_config)
+                        .map_err(|_| corrupt("protocol_config"))?,
+                ),
+            ),
+            Protocol::Rest => (None, None),
+        };
+        let secrets = credentials::open_shared(conn, cipher, Owner::Tool, &t.id).await?;
+        out.push(SnapTool {
+            protocol,
+            http,
+            stdio,
+            auth_method: AuthMethod::parse(&t.auth_method).ok_or_else(|| corrupt("auth_method"))?,
+            credential_type: CredentialType::parse(&t.credential_type)
+                .ok_or_else(|| corrupt("credential_type"))?,
+            secret_values: Secrets(secrets.unwrap_or_default()),
+            write_tools: serde_json::from_str(&t.write_tools)
+                .map_err(|_| corrupt("write_tools"))?,
+            catalog: catalog.remove(&t.id).unwrap_or_default(),
+            fingerprint: format!("{}:{}", t.id, t.updated_at),
+            connection_id: t.id,
+            name: t.name,
+        });
+    }
+    Ok(out)
 }

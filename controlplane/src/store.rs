@@ -9,6 +9,7 @@ mod db;
 pub mod gateways;
 pub mod models;
 pub mod pools;
+pub mod tools;
 pub mod workspaces;
 
 pub use db::{now_ms, Backend, Conn, Store, StoreError, WriteTx};

@@ -7,6 +7,7 @@ pub mod gateways;
 pub mod models;
 pub mod pools;
 pub mod rules;
+pub mod tools;
 pub mod workspace;
 
 pub use common::*;

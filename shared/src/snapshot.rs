@@ -11,6 +11,7 @@ use crate::api::agents::{ActAsMethod, AgentStatus};
 use crate::api::gateways::GatewayState;
 use crate::api::pools::PoolStrategy;
 use crate::api::rules::BundleScope;
+use crate::api::tools::{HttpConfig, Protocol, StdioConfig, ToolStatus};
 use crate::api::{AuthMethod, CredentialType, WorkspaceScoped};
 
 /// Default and maximum long-poll wait.
@@ -55,6 +56,8 @@ pub struct Snapshot {
     pub pools: Vec<SnapPool>,
     pub agents: Vec<SnapAgent>,
     pub bundles: Vec<SnapBundle>,
+    #[serde(default)]
+    pub tools: Vec<SnapTool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +70,46 @@ pub struct SnapGateway {
     pub agent_ids: Vec<String>,
     pub model_ids: Vec<String>,
     pub pool_ids: Vec<String>,
+    /// Whole tool connections attached.
+    #[serde(default)]
+    pub tool_sources: Vec<String>,
+    /// Single operations attached.
+    #[serde(default)]
+    pub tools: Vec<SnapGatewayTool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapGatewayTool {
+    pub connection_id: String,
+    pub tool: String,
+}
+
+/// A tool connection with what the gateway needs to call it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapTool {
+    pub connection_id: String,
+    pub name: String,
+    pub protocol: Protocol,
+    #[serde(default)]
+    pub http: Option<HttpConfig>,
+    #[serde(default)]
+    pub stdio: Option<StdioConfig>,
+    pub auth_method: AuthMethod,
+    pub credential_type: CredentialType,
+    pub secret_values: Secrets,
+    pub write_tools: Vec<String>,
+    /// Catalog statuses; operations not listed are active.
+    pub catalog: Vec<SnapCatalogEntry>,
+    /// Changes whenever anything that affects calling the upstream changes.
+    pub fingerprint: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapCatalogEntry {
+    pub name: String,
+    pub status: ToolStatus,
+    #[serde(default)]
+    pub message: Option<String>,
 }
 
 /// Upstream secret values; `Debug` never prints them.

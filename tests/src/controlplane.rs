@@ -54,6 +54,17 @@ impl Reply {
         self
     }
 
+    /// Asserts a Connect error with one of these codes.
+    #[track_caller]
+    pub fn expect_error_any(&self, codes: &[&str]) -> &Self {
+        assert!(
+            self.status >= 400 && codes.contains(&self.code()),
+            "unexpected reply: {}",
+            self.text
+        );
+        self
+    }
+
     /// Asserts the error message mentions `needle`.
     #[track_caller]
     pub fn mentions(&self, needle: &str) -> &Self {
@@ -78,11 +89,17 @@ pub struct ControlPlane {
     process: Spawned,
     /// Logs of earlier runs of this control plane (before restarts).
     earlier_logs: String,
+    env: Vec<(String, String)>,
     http: reqwest::Client,
 }
 
 impl ControlPlane {
     pub async fn start(backend: Backend) -> Self {
+        Self::start_with(backend, &[]).await
+    }
+
+    /// Starts with extra environment (configuration such as `PORTCULLIS_ALLOW_STDIO_TOOLS`).
+    pub async fn start_with(backend: Backend, env: &[(&str, &str)]) -> Self {
         let data_dir = tempfile::tempdir().expect("temp dir");
         let (database_url, pg_database) = match backend {
             Backend::Sqlite => (None, None),
@@ -101,10 +118,15 @@ impl ControlPlane {
                 )
             }
         };
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let process = spawn(
             &data_dir.path().to_path_buf(),
             database_url.as_deref(),
             "127.0.0.1:0",
+            &env,
         );
         let mut cp = Self {
             url: String::new(),
@@ -117,6 +139,7 @@ impl ControlPlane {
             pg_database,
             process,
             earlier_logs: String::new(),
+            env,
             http: reqwest::Client::new(),
         };
         cp.await_ready().await;
@@ -159,6 +182,7 @@ impl ControlPlane {
             &self.data_dir.path().to_path_buf(),
             self.database_url.as_deref(),
             &listen,
+            &self.env,
         );
         self.await_ready().await;
     }
@@ -321,7 +345,12 @@ const TABLES: [&str; 13] = [
     "rule_bundles",
 ];
 
-fn spawn(data_dir: &PathBuf, database_url: Option<&str>, listen: &str) -> Spawned {
+fn spawn(
+    data_dir: &PathBuf,
+    database_url: Option<&str>,
+    listen: &str,
+    env: &[(String, String)],
+) -> Spawned {
     let mut command = Command::new(bin("portcullis-controlplane"));
     command
         .arg("--data-dir")
@@ -333,7 +362,8 @@ fn spawn(data_dir: &PathBuf, database_url: Option<&str>, listen: &str) -> Spawne
     }
     command
         .env_remove("PORTCULLIS_MASTER_KEY")
-        .env("RUST_LOG", "debug,sqlx=warn,hyper=info,h2=info");
+        .env("RUST_LOG", "debug,sqlx=warn,hyper=info,h2=info")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     Spawned::spawn(command)
 }
 

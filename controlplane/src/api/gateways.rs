@@ -22,6 +22,8 @@ pub fn operations() -> Vec<(&'static str, Operation)> {
         ("SetDefaultGateway", unary(manage, set_default)),
         ("AddGatewayPool", unary(manage, add_pool)),
         ("AddGatewayModel", unary(manage, add_model)),
+        ("AddGatewayTool", unary(manage, add_tool)),
+        ("AddGatewayToolSource", unary(manage, add_tool_source)),
         ("RemoveGatewayMember", unary(manage, remove_member)),
         ("SetGatewayAgentAccess", unary(manage, set_agent_access)),
         (
@@ -206,6 +208,64 @@ async fn add_model(ctx: Ctx, req: AddGatewayModelRequest) -> ApiResult<GatewayRe
         return Err(exists(format!(
             "model '{}' is already attached to gateway '{}'",
             model.name, row.name
+        )));
+    }
+    finish(tx, row).await
+}
+
+/// Attaches one discovered operation of a tool connection.
+async fn add_tool(ctx: Ctx, req: AddGatewayToolRequest) -> ApiResult<GatewayResponse> {
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    let row = load(tx.conn(), &ws, &req.gateway_id).await?;
+    let tool = super::tools::load(tx.conn(), &ws, &req.connection_id).await?;
+    let discovered = crate::store::tools::catalog_entry(tx.conn(), &tool.id, &req.tool)
+        .await?
+        .is_some_and(|e| e.discovered != 0);
+    if !discovered {
+        return Err(ApiError::NotFound(format!(
+            "tool '{}' has no discovered operation '{}'; list its catalog with ListConnectionTools",
+            tool.name,
+            validate::clip(&req.tool)
+        )));
+    }
+    if !gateways::add_member(
+        tx.conn(),
+        &row.id,
+        MemberKind::Tool.as_str(),
+        &tool.id,
+        &req.tool,
+        now_ms(),
+    )
+    .await?
+    {
+        return Err(exists(format!(
+            "{}/{} is already attached to gateway '{}'",
+            tool.name, req.tool, row.name
+        )));
+    }
+    finish(tx, row).await
+}
+
+/// Attaches a whole tool connection: every operation it offers, now and later.
+async fn add_tool_source(ctx: Ctx, req: AddGatewayToolSourceRequest) -> ApiResult<GatewayResponse> {
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    let row = load(tx.conn(), &ws, &req.gateway_id).await?;
+    let tool = super::tools::load(tx.conn(), &ws, &req.connection_id).await?;
+    if !gateways::add_member(
+        tx.conn(),
+        &row.id,
+        MemberKind::ToolSource.as_str(),
+        &tool.id,
+        "",
+        now_ms(),
+    )
+    .await?
+    {
+        return Err(exists(format!(
+            "tool '{}' is already attached to gateway '{}'",
+            tool.name, row.name
         )));
     }
     finish(tx, row).await

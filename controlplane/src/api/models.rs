@@ -13,7 +13,7 @@ use crate::store::credentials::{self, Owner};
 use crate::store::{gateways, models, now_ms, pools, Conn};
 use crate::validate;
 
-pub use rules::resolve_auth;
+pub use rules::{resolve_auth, updated_auth};
 
 pub fn operations() -> Vec<(&'static str, Operation)> {
     let view = Access::Platform(Permission::GatewayView);

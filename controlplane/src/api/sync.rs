@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use portcullis_shared::api::tools::{ReportToolsRequest, ReportToolsResponse};
 use portcullis_shared::snapshot::{
     GetSnapshotRequest, GetSnapshotResponse, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS,
 };
@@ -12,10 +13,57 @@ use portcullis_shared::snapshot::{
 use super::{unary, Access, Ctx, Operation};
 use crate::error::{invalid, ApiResult};
 use crate::snapshot::{self, Deployment};
-use crate::store::{now_ms, workspaces};
+use crate::store::{now_ms, tools, workspaces};
 
 pub fn operations() -> Vec<(&'static str, Operation)> {
-    vec![("GetSnapshot", unary(Access::Deployment, get_snapshot))]
+    vec![
+        ("GetSnapshot", unary(Access::Deployment, get_snapshot)),
+        ("ReportTools", unary(Access::Deployment, report_tools)),
+    ]
+}
+
+/// A gateway reports the operations it listed on a shared tool upstream. New ones enter the
+/// catalog `active`; known ones keep their status. Nothing changed, nothing is written (so
+/// reports do not wake every gateway).
+async fn report_tools(ctx: Ctx, req: ReportToolsRequest) -> ApiResult<ReportToolsResponse> {
+    if req.tools.len() > 2000 {
+        return Err(invalid("a connection reports at most 2000 operations"));
+    }
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    let row = crate::api::tools::load(tx.conn(), &ws, &req.connection_id).await?;
+    let now = now_ms();
+    let (mut added, mut changed) = (0u64, false);
+    for t in &req.tools {
+        if t.name.is_empty() || t.name.len() > 128 || t.name.chars().any(char::is_whitespace) {
+            tracing::warn!(connection_id = %row.id, "A gateway reported an operation with an unusable name; skipped.");
+            continue;
+        }
+        let known = tools::catalog_entry(tx.conn(), &row.id, &t.name)
+            .await?
+            .is_some();
+        let schema = t.input_schema.as_ref().map(|s| s.to_string());
+        if tools::record_discovered(
+            tx.conn(),
+            &row.id,
+            &t.name,
+            &t.description,
+            schema.as_deref(),
+            now,
+        )
+        .await?
+        {
+            changed = true;
+            if !known {
+                added += 1;
+            }
+        }
+    }
+    if changed {
+        tx.commit().await?;
+        tracing::info!(connection_id = %row.id, added, "Tool catalog updated from discovery.");
+    }
+    Ok(ReportToolsResponse { added })
 }
 
 const RECHECK: Duration = Duration::from_secs(1);

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::store::credentials::{self, Owner};
-use crate::store::{gateways, models, pools, workspaces, Conn};
+use crate::store::{gateways, models, pools, tools, workspaces, Conn};
 
 /// Unix milliseconds as RFC 3339.
 pub fn ts(ms: i64) -> String {
@@ -139,9 +139,17 @@ pub async fn gateway(conn: &mut Conn, row: &gateways::GatewayRow) -> ApiResult<G
                 }
             }
             MemberKind::Tool | MemberKind::ToolSource => {
-                return Err(ApiError::Internal(
-                    "tool memberships need a newer control plane".to_string(),
-                ))
+                let name = tools::get(conn, &row.workspace_id, &m.target_id)
+                    .await?
+                    .map(|t| t.name)
+                    .unwrap_or_default();
+                GatewayMember {
+                    kind,
+                    connection_id: Some(m.target_id),
+                    pool_id: None,
+                    tool: (!m.tool.is_empty()).then_some(m.tool),
+                    name,
+                }
             }
         };
         members.push(member);
@@ -157,6 +165,62 @@ pub async fn gateway(conn: &mut Conn, row: &gateways::GatewayRow) -> ApiResult<G
         agent_ids: gateways::granted_agents(conn, &row.id).await?,
         all_agents: row.all_agents != 0,
         endpoints: endpoints(conn, &row.workspace_id, &row.id).await?,
+        created_at: ts(row.created_at),
+        updated_at: ts(row.updated_at),
+    })
+}
+
+pub async fn tool(
+    conn: &mut Conn,
+    row: &tools::ToolRow,
+) -> ApiResult<portcullis_shared::api::tools::ToolConnection> {
+    use portcullis_shared::api::tools::{Protocol, ToolConnection};
+    let auth_method = AuthMethod::parse(&row.auth_method).ok_or_else(|| corrupt("auth_method"))?;
+    let credential_type =
+        CredentialType::parse(&row.credential_type).ok_or_else(|| corrupt("credential_type"))?;
+    let secret_keys = credentials::shared_keys(conn, Owner::Tool, &row.id).await?;
+    let has_credential = secret_keys.as_ref().is_some_and(|k| !k.is_empty());
+    let mut auth_config: Map<String, Value> =
+        serde_json::from_str(&row.auth_config).map_err(|_| corrupt("auth_config"))?;
+    if credentials::shared_keys(conn, Owner::ToolOAuthClient, &row.id)
+        .await?
+        .is_some()
+    {
+        auth_config.insert("client_secret_set".into(), Value::Bool(true));
+    }
+    let oauth_state = (auth_method == AuthMethod::OAuth
+        && credential_type == CredentialType::Shared)
+        .then(|| {
+            if has_credential {
+                "connected"
+            } else {
+                "disconnected"
+            }
+            .to_string()
+        });
+    let tool_count = tools::catalog(conn, &row.id).await?.len() as u64;
+    Ok(ToolConnection {
+        connection_id: row.id.clone(),
+        workspace_id: row.workspace_id.clone(),
+        name: row.name.clone(),
+        protocol: Protocol::parse(&row.protocol).ok_or_else(|| corrupt("protocol"))?,
+        protocol_config: serde_json::from_str(&row.protocol_config)
+            .map_err(|_| corrupt("protocol_config"))?,
+        auth_method,
+        credential_type,
+        auth_config,
+        secret_keys: if auth_method == AuthMethod::ApiKey {
+            secret_keys.unwrap_or_default()
+        } else {
+            Vec::new()
+        },
+        has_credential,
+        field_classifications: serde_json::from_str(&row.field_classifications)
+            .map_err(|_| corrupt("field_classifications"))?,
+        write_tools: serde_json::from_str(&row.write_tools).map_err(|_| corrupt("write_tools"))?,
+        gateways: refs(gateways::gateways_of_target(conn, &row.id).await?),
+        tool_count,
+        oauth_state,
         created_at: ts(row.created_at),
         updated_at: ts(row.updated_at),
     })

@@ -114,6 +114,27 @@ pub fn agent_policies(a: &AgentRules<'_>) -> String {
     out
 }
 
+/// Policy ids of the managed blocked-operation forbids start with this.
+pub const BLOCKED_PREFIX: &str = "blocked";
+
+/// One forbid per blocked operation: hidden from discovery and denied on call, whatever any
+/// other rule permits. Empty when nothing is blocked, so the bundle disappears.
+pub fn blocked_tool_policies(blocked: &[(String, String)]) -> String {
+    let mut out = String::new();
+    for (connection, tool) in blocked {
+        let name = format!("{connection}/{tool}");
+        let _ = writeln!(
+            out,
+            "@id({})\nforbid (principal, action in [{}, {}], resource == {});\n",
+            quote(&name),
+            Action::McpCall.cedar(),
+            Action::McpDiscover.cedar(),
+            cedar_ref(Kind::Tool, &name)
+        );
+    }
+    out
+}
+
 /// One permit per gateway granted to every agent of the workspace.
 pub fn all_agents_policies(gateway_ids: &[String]) -> String {
     let mut out = String::new();

@@ -12,6 +12,8 @@ use super::db::{from_json, now_ms, to_json, Conn, StoreError};
 pub enum Owner {
     Model,
     Tool,
+    /// A tool's OAuth client secret.
+    ToolOAuthClient,
     AgentActAs,
 }
 
@@ -20,6 +22,7 @@ impl Owner {
         match self {
             Owner::Model => "model",
             Owner::Tool => "tool",
+            Owner::ToolOAuthClient => "tool_oauth_client",
             Owner::AgentActAs => "agent_actas",
         }
     }

@@ -33,6 +33,8 @@ fn snapshot(policies: &str) -> Snapshot {
             agent_ids: vec!["a1".into()],
             model_ids: vec!["m1".into()],
             pool_ids: vec!["p1".into()],
+            tool_sources: Vec::new(),
+            tools: Vec::new(),
         }],
         models: vec![SnapModel {
             connection_id: "m1".into(),
@@ -80,6 +82,7 @@ fn snapshot(policies: &str) -> Snapshot {
             managed: false,
             policies: policies.into(),
         }],
+        tools: Vec::new(),
     }
 }
 

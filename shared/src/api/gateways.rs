@@ -152,6 +152,24 @@ pub struct AddGatewayModelRequest {
     pub connection_id: String,
 }
 
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddGatewayToolRequest {
+    pub workspace_id: String,
+    pub gateway_id: String,
+    pub connection_id: String,
+    /// One discovered operation of the connection.
+    pub tool: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddGatewayToolSourceRequest {
+    pub workspace_id: String,
+    pub gateway_id: String,
+    pub connection_id: String,
+}
+
 /// Names exactly one membership: a pool, a model connection, or (with `tool`) one operation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -201,6 +219,8 @@ scoped!(
     SetGatewayStateRequest,
     AddGatewayPoolRequest,
     AddGatewayModelRequest,
+    AddGatewayToolRequest,
+    AddGatewayToolSourceRequest,
     RemoveGatewayMemberRequest,
     SetGatewayAgentAccessRequest,
     SetGatewayAllAgentsAccessRequest,

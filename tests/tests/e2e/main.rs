@@ -20,4 +20,5 @@ mod rules;
 mod secrets;
 mod sync;
 mod tls;
+mod tools;
 mod world;

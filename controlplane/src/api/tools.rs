@@ -1,0 +1,342 @@
+//! Tool connections: `CreateMCPServerConnection` … `DisconnectMCPServerOAuth`, and the same
+//! operations on the REST paths `/v1/tools…`.
+
+pub mod catalog;
+pub mod rest;
+mod rules;
+
+use std::collections::BTreeMap;
+
+use portcullis_shared::api::tools::*;
+use portcullis_shared::api::workspace::Permission;
+use portcullis_shared::api::{AuthMethod, CredentialType, Empty};
+use serde_json::Value;
+
+use super::models::resolve_auth;
+use super::{unary, views, Access, Ctx, Operation};
+use crate::error::{exists, not_found, precondition, ApiResult};
+use crate::store::credentials::{self, Owner};
+use crate::store::{gateways, now_ms, tools, Conn, WriteTx};
+use crate::validate;
+use portcullis_shared::api::models::BeginOAuthConnectResponse;
+
+pub fn operations() -> Vec<(&'static str, Operation)> {
+    let view = Access::Platform(Permission::GatewayView);
+    let manage = Access::Platform(Permission::GatewayManage);
+    vec![
+        ("CreateMCPServerConnection", unary(manage, create)),
+        ("UpdateMCPServerConnection", unary(manage, update)),
+        ("GetMCPServerConnection", unary(view, get)),
+        ("ListMCPServerConnections", unary(view, list)),
+        ("DeleteMCPServerConnection", unary(manage, delete)),
+        ("SyncMCPServerConnectionTools", unary(manage, sync)),
+        ("BeginMCPServerOAuthConnect", unary(manage, begin_oauth)),
+        ("DisconnectMCPServerOAuth", unary(manage, disconnect_oauth)),
+    ]
+}
+
+fn json_text(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}
+
+pub async fn load(
+    conn: &mut Conn,
+    workspace_id: &str,
+    connection_id: &str,
+) -> ApiResult<tools::ToolRow> {
+    let id = validate::id("connection_id", connection_id)?;
+    tools::get(conn, workspace_id, &id)
+        .await?
+        .ok_or_else(|| not_found("tool connection", &id))
+}
+
+fn write_tools(list: Option<Vec<String>>) -> ApiResult<String> {
+    let list = validate::string_list("write_tools", &list.unwrap_or_default(), 512)?;
+    Ok(json_text(&list))
+}
+
+fn classifications(value: Option<Value>) -> ApiResult<String> {
+    let text = json_text(&value.unwrap_or(Value::Null));
+    if text.len() > 64 * 1024 {
+        return Err(crate::error::invalid(
+            "field_classifications is larger than 64 KiB",
+        ));
+    }
+    Ok(text)
+}
+
+/// Stores the OAuth client secret sealed (or deletes it when `None` and `replace`).
+async fn store_client_secret(
+    tx: &mut WriteTx,
+    ctx: &Ctx,
+    ws: &str,
+    id: &str,
+    secret: Option<String>,
+) -> ApiResult<()> {
+    if let Some(secret) = secret {
+        let values: BTreeMap<String, String> = [("client_secret".to_string(), secret)].into();
+        credentials::put(
+            tx.conn(),
+            ctx.store().cipher(),
+            ws,
+            Owner::ToolOAuthClient,
+            id,
+            "",
+            &values,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn create(
+    ctx: Ctx,
+    req: CreateMCPServerConnectionRequest,
+) -> ApiResult<CreateMCPServerConnectionResponse> {
+    let name = rules::connection_name(&req.name)?;
+    let protocol = rules::protocol(&req.protocol)?;
+    let allow_stdio = ctx.app.config.allow_stdio_tools;
+    let config = rules::config(protocol, req.protocol_config.as_ref(), true, allow_stdio)?;
+    let (method, ctype) = resolve_auth(req.auth_method, req.credential_type)?;
+    let secrets = req.secret_values.unwrap_or_default();
+    rules::check_secrets(method, ctype, &secrets)?;
+    let keys: Vec<String> = secrets.keys().cloned().collect();
+    rules::check_whole(protocol, &config, method, ctype, &keys)?;
+    let (auth_config, client_secret) =
+        rules::auth_config(method, &req.auth_config.unwrap_or_default())?;
+
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    if tools::by_name(tx.conn(), &ws, &name).await?.is_some() {
+        return Err(exists(format!(
+            "a tool connection named '{name}' already exists"
+        )));
+    }
+    let now = now_ms();
+    let row = tools::ToolRow {
+        id: uuid::Uuid::new_v4().to_string(),
+        workspace_id: ws.clone(),
+        name,
+        protocol: protocol.as_str().to_string(),
+        protocol_config: json_text(&config.to_value()),
+        auth_method: method.as_str().to_string(),
+        credential_type: ctype.as_str().to_string(),
+        auth_config: json_text(&auth_config),
+        field_classifications: classifications(req.field_classifications)?,
+        write_tools: write_tools(req.write_tools)?,
+        created_at: now,
+        updated_at: now,
+    };
+    tools::insert(tx.conn(), &row).await?;
+    if !secrets.is_empty() {
+        credentials::put(
+            tx.conn(),
+            ctx.store().cipher(),
+            &ws,
+            Owner::Tool,
+            &row.id,
+            "",
+            &secrets,
+        )
+        .await?;
+    }
+    store_client_secret(&mut tx, &ctx, &ws, &row.id, client_secret).await?;
+    let tool = views::tool(tx.conn(), &row).await?;
+    tx.commit().await?;
+    tracing::info!(connection_id = %row.id, protocol = %row.protocol, "Tool connection created.");
+    Ok(CreateMCPServerConnectionResponse {
+        connection_id: row.id,
+        tool,
+    })
+}
+
+/// The spec's update rules: protocol, config, classifications and write tools are overwritten
+/// (an omitted protocol keeps the stored one, since a connection cannot be without one); an
+/// empty auth method, credential type, auth config or name keeps the stored value; a header
+/// list replaces the stored list whole; switching auth clears the credential.
+async fn update(
+    ctx: Ctx,
+    req: UpdateMCPServerConnectionRequest,
+) -> ApiResult<ToolConnectionResponse> {
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    let mut row = load(tx.conn(), &ws, &req.connection_id).await?;
+    let stored_protocol =
+        Protocol::parse(&row.protocol).ok_or_else(|| views::corrupt("protocol"))?;
+    let protocol = match req.protocol.as_deref().filter(|p| !p.is_empty()) {
+        Some(p) => rules::protocol(p)?,
+        None => stored_protocol,
+    };
+    let config = rules::config(
+        protocol,
+        req.protocol_config.as_ref(),
+        false,
+        ctx.app.config.allow_stdio_tools,
+    )?;
+    if let Some(name) = req
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty() && *n != row.name)
+    {
+        let name = rules::connection_name(name)?;
+        if tools::by_name(tx.conn(), &ws, &name).await?.is_some() {
+            return Err(exists(format!(
+                "a tool connection named '{name}' already exists"
+            )));
+        }
+        row.name = name;
+    }
+    let current = (
+        AuthMethod::parse(&row.auth_method).ok_or_else(|| views::corrupt("auth_method"))?,
+        CredentialType::parse(&row.credential_type)
+            .ok_or_else(|| views::corrupt("credential_type"))?,
+    );
+    let (method, ctype) =
+        super::models::updated_auth(current, req.auth_method, req.credential_type)?;
+    let auth_changed = (method, ctype) != current;
+    let new_secrets = req.secret_values.filter(|s| !s.is_empty());
+    if let Some(s) = &new_secrets {
+        rules::check_secrets(method, ctype, s)?;
+    }
+    let keys: Vec<String> = match &new_secrets {
+        Some(s) => s.keys().cloned().collect(),
+        None if auth_changed => Vec::new(),
+        None => credentials::shared_keys(tx.conn(), Owner::Tool, &row.id)
+            .await?
+            .unwrap_or_default(),
+    };
+    rules::check_whole(protocol, &config, method, ctype, &keys)?;
+    let auth_config = req.auth_config.filter(|c| !c.is_empty());
+    let mut client_secret = None;
+    if let Some(c) = &auth_config {
+        let (settings, secret) = rules::auth_config(method, c)?;
+        row.auth_config = json_text(&settings);
+        client_secret = secret;
+    } else if method != AuthMethod::OAuth {
+        row.auth_config = "{}".into();
+    }
+    if auth_changed {
+        credentials::delete_all(tx.conn(), Owner::Tool, &row.id).await?;
+        if method != AuthMethod::OAuth {
+            credentials::delete_all(tx.conn(), Owner::ToolOAuthClient, &row.id).await?;
+        }
+    }
+    if let Some(s) = &new_secrets {
+        credentials::put(
+            tx.conn(),
+            ctx.store().cipher(),
+            &ws,
+            Owner::Tool,
+            &row.id,
+            "",
+            s,
+        )
+        .await?;
+    }
+    store_client_secret(&mut tx, &ctx, &ws, &row.id, client_secret).await?;
+    row.protocol = protocol.as_str().to_string();
+    row.protocol_config = json_text(&config.to_value());
+    row.auth_method = method.as_str().to_string();
+    row.credential_type = ctype.as_str().to_string();
+    row.field_classifications = classifications(req.field_classifications)?;
+    row.write_tools = write_tools(req.write_tools)?;
+    row.updated_at = now_ms();
+    tools::update(tx.conn(), &row).await?;
+    let tool = views::tool(tx.conn(), &row).await?;
+    tx.commit().await?;
+    tracing::info!(connection_id = %row.id, auth_changed, "Tool connection updated.");
+    Ok(ToolConnectionResponse { tool })
+}
+
+async fn get(ctx: Ctx, req: ToolConnectionIdRequest) -> ApiResult<ToolConnectionResponse> {
+    let mut conn = ctx.store().read().await?;
+    let row = load(&mut conn, ctx.workspace_id(), &req.connection_id).await?;
+    Ok(ToolConnectionResponse {
+        tool: views::tool(&mut conn, &row).await?,
+    })
+}
+
+async fn list(
+    ctx: Ctx,
+    _req: ListMCPServerConnectionsRequest,
+) -> ApiResult<ListMCPServerConnectionsResponse> {
+    let mut conn = ctx.store().read().await?;
+    let mut out = Vec::new();
+    for row in tools::list(&mut conn, ctx.workspace_id()).await? {
+        out.push(views::tool(&mut conn, &row).await?);
+    }
+    Ok(ListMCPServerConnectionsResponse { tools: out })
+}
+
+/// Removing a tool detaches it from every gateway (agents routing through it lose it) and
+/// deletes its credentials, header configuration and catalog.
+async fn delete(ctx: Ctx, req: ToolConnectionIdRequest) -> ApiResult<Empty> {
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    let row = load(tx.conn(), &ws, &req.connection_id).await?;
+    gateways::remove_target(tx.conn(), &row.id).await?;
+    credentials::delete_all(tx.conn(), Owner::Tool, &row.id).await?;
+    credentials::delete_all(tx.conn(), Owner::ToolOAuthClient, &row.id).await?;
+    tools::delete(tx.conn(), &ws, &row.id).await?;
+    tx.commit().await?;
+    tracing::info!(connection_id = %row.id, "Tool connection deleted.");
+    Ok(Empty {})
+}
+
+/// Manual sync is for per-user tools, with the administrator's own credential; shared tools
+/// are synced by the gateways.
+async fn sync(ctx: Ctx, req: ToolSubjectRequest) -> ApiResult<SyncToolsResponse> {
+    let mut conn = ctx.store().read().await?;
+    let row = load(&mut conn, ctx.workspace_id(), &req.connection_id).await?;
+    if row.credential_type != CredentialType::PerUser.as_str() {
+        return Err(precondition(format!(
+            "tool '{}' is not per-user; shared tools are synced by the gateways when they start and when the connection changes",
+            row.name
+        )));
+    }
+    let subject = req
+        .act_as_sub
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            ctx.principal
+                .as_platform()
+                .map(|p| p.key_name.clone())
+                .unwrap_or_default()
+        });
+    Err(precondition(format!(
+        "no credential is stored for subject '{}' on tool '{}'; provision one first",
+        validate::clip(&subject),
+        row.name
+    )))
+}
+
+async fn oauth_tool(ctx: &Ctx, connection_id: &str) -> ApiResult<tools::ToolRow> {
+    let mut conn = ctx.store().read().await?;
+    let row = load(&mut conn, ctx.workspace_id(), connection_id).await?;
+    if row.auth_method != AuthMethod::OAuth.as_str() {
+        return Err(precondition(format!(
+            "tool '{}' uses auth_method={}; OAuth connect and disconnect need auth_method=oauth",
+            row.name, row.auth_method
+        )));
+    }
+    Ok(row)
+}
+
+async fn begin_oauth(ctx: Ctx, req: ToolSubjectRequest) -> ApiResult<BeginOAuthConnectResponse> {
+    let row = oauth_tool(&ctx, &req.connection_id).await?;
+    Err(precondition(format!(
+        "OAuth consent for tool '{}' is not available in this control plane version",
+        row.name
+    )))
+}
+
+async fn disconnect_oauth(ctx: Ctx, req: ToolConnectionIdRequest) -> ApiResult<Empty> {
+    let row = oauth_tool(&ctx, &req.connection_id).await?;
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    credentials::delete_all(tx.conn(), Owner::Tool, &row.id).await?;
+    tx.commit().await?;
+    Ok(Empty {})
+}
