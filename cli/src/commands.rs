@@ -7,6 +7,7 @@ mod keys;
 mod models;
 mod pools;
 mod rules;
+mod tools;
 
 use crate::args::Command;
 use crate::ctx::Ctx;
@@ -16,6 +17,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
         Command::Model(c) => models::run(ctx, c).await,
         Command::Pool(c) => pools::run(ctx, c).await,
         Command::Gateway(c) => gateways::run(ctx, c).await,
+        Command::Tool(c) => tools::run(ctx, c).await,
         Command::Agent(c) => agents::run(ctx, c).await,
         Command::Key(c) => keys::run(ctx, c).await,
         Command::Rules(c) => rules::run(ctx, c).await,

@@ -38,11 +38,12 @@ pub enum Kind {
     Model,
     Pool,
     Gateway,
+    Tool,
 }
 
 impl Ctx {
     pub async fn connect(global: &Global) -> anyhow::Result<Self> {
-        let client = AdminClient::new(&global.url, &platform_key(global)?)?;
+        let client = AdminClient::new(&global.control_url, &platform_key(global)?)?;
         let workspace = match &global.workspace {
             Some(w) => w.clone(),
             None => {
@@ -92,6 +93,7 @@ impl Ctx {
             Kind::Model => ("ListLLMModelConnections", "models", "connection_id"),
             Kind::Pool => ("ListLLMPools", "pools", "pool_id"),
             Kind::Gateway => ("ListGateways", "gateways", "gateway_id"),
+            Kind::Tool => ("ListMCPServerConnections", "tools", "connection_id"),
         };
         let reply = self.mgmt(op, serde_json::json!({})).await?;
         reply[list]

@@ -189,16 +189,14 @@ async fn tool_connections(
     let mut catalog: HashMap<String, Vec<SnapCatalogEntry>> = HashMap::new();
     for c in tools::workspace_catalog(conn, ws).await? {
         let status = ToolStatus::parse(&c.status).ok_or_else(|| corrupt("tool status"))?;
-        if status != ToolStatus::Active {
-            catalog
-                .entry(c.connection_id)
-                .or_default()
-                .push(SnapCatalogEntry {
-                    name: c.tool,
-                    status,
-                    message: c.message,
-                });
-        }
+        catalog
+            .entry(c.connection_id)
+            .or_default()
+            .push(SnapCatalogEntry {
+                name: c.tool,
+                status,
+                message: c.message,
+            });
     }
     let mut out = Vec::new();
     for t in tools::list(conn, ws).await? {

@@ -32,6 +32,8 @@ pub struct Config {
     pub shutdown_grace_secs: u64,
     /// Runtime worker threads; 0 uses one per CPU.
     pub worker_threads: usize,
+    /// Whether this gateway runs stdio tools' commands.
+    pub allow_stdio_tools: bool,
     pub log_format: LogFormat,
 }
 
@@ -62,12 +64,14 @@ impl Default for Config {
             upstream_timeout_secs: 300,
             shutdown_grace_secs: 30,
             worker_threads: 0,
+            allow_stdio_tools: true,
             log_format: LogFormat::Text,
         }
     }
 }
 
-const ENV_KEYS: [&str; 12] = [
+const ENV_KEYS: [&str; 13] = [
+    "allow_stdio_tools",
     "worker_threads",
     "listen",
     "control_plane_url",

@@ -12,6 +12,7 @@ pub mod authz;
 pub mod config;
 pub mod error;
 pub mod llm;
+pub mod mcp;
 pub mod metrics;
 pub mod proxy;
 pub mod request;
@@ -19,6 +20,7 @@ pub mod respond;
 pub mod route;
 pub mod server;
 pub mod snapshot;
+pub mod sse;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,6 +40,14 @@ pub struct Gateway {
     pub runtime: snapshot::Runtime,
     pub lkg: LastKnownGood,
     pub metrics: metrics::Metrics,
+    /// Upstream MCP sessions.
+    pub upstreams: mcp::upstream::Pool,
+    /// Callers' tool lists.
+    pub tools_cache: mcp::ToolsCache,
+    /// Tool connection id → the fingerprint this process last reported.
+    pub reported: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// Runs discovery and stdio tool processes, beside the request workers.
+    pub background: tokio::runtime::Handle,
 }
 
 thread_local! {
@@ -46,6 +56,22 @@ thread_local! {
 }
 
 impl Gateway {
+    /// A gateway with no snapshot yet. Call from inside a tokio runtime: its handle runs the
+    /// background work (discovery, stdio tools).
+    pub fn new(config: Config) -> Self {
+        Gateway {
+            lkg: LastKnownGood::new(&config.data_dir, &config.token),
+            config,
+            snapshot: ArcSwapOption::empty(),
+            runtime: snapshot::Runtime::default(),
+            metrics: metrics::Metrics::default(),
+            upstreams: mcp::upstream::Pool::default(),
+            tools_cache: mcp::ToolsCache::default(),
+            reported: std::sync::Mutex::default(),
+            background: tokio::runtime::Handle::current(),
+        }
+    }
+
     /// The snapshot this request sees, whole, for its whole life.
     pub fn current(&self) -> Option<Arc<Compiled>> {
         self.snapshot.load_full()
@@ -119,15 +145,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     config.validate().map_err(|e| anyhow::anyhow!(e))?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
-    let gateway = Arc::new(Gateway {
-        lkg: LastKnownGood::new(&config.data_dir, &config.token),
-        config,
-        snapshot: ArcSwapOption::empty(),
-        runtime: snapshot::Runtime::default(),
-        metrics: metrics::Metrics::default(),
-    });
+    let gateway = Arc::new(Gateway::new(config));
     if let Some(snap) = gateway.lkg.load() {
         if snapshot::sync::apply(&gateway, &snap) {
+            if let Some(current) = gateway.current() {
+                mcp::discovery::discover_changed(&gateway, &current);
+            }
             tracing::info!(
                 revision = snap.revision,
                 "Serving the last-known-good snapshot until the control plane answers."

@@ -5,18 +5,21 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-const ROUTES: [&str; 3] = ["chat", "models", "other"];
+const ROUTES: [&str; 4] = ["chat", "models", "mcp", "other"];
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 #[derive(Default)]
 pub struct Metrics {
-    counts: [[AtomicU64; 5]; 3],
-    micros: [AtomicU64; 3],
+    counts: [[AtomicU64; 5]; 4],
+    micros: [AtomicU64; 4],
 }
 
 impl Metrics {
     pub fn record(&self, route: &str, status: u16, elapsed: Duration) {
-        let r = ROUTES.iter().position(|x| *x == route).unwrap_or(2);
+        let r = ROUTES
+            .iter()
+            .position(|x| *x == route)
+            .unwrap_or(ROUTES.len() - 1);
         let c = usize::from(status / 100).saturating_sub(1).min(4);
         self.counts[r][c].fetch_add(1, Ordering::Relaxed);
         self.micros[r].fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);

@@ -44,7 +44,11 @@ impl ProxyHttp for Phases {
         let (kind, result) = handle(&self.gw, session, &request_id).await;
         if let Err(err) = result {
             if session.response_written().is_none() {
-                respond::error(session, &err, &request_id).await?;
+                if kind == "mcp" {
+                    respond::mcp_error(session, &err, &request_id).await?;
+                } else {
+                    respond::error(session, &err, &request_id).await?;
+                }
             } else {
                 tracing::warn!(request_id, error = %err, "Request failed after its response began.");
             }
@@ -78,7 +82,7 @@ fn activity_id(session: &Session) -> Result<Option<String>, GatewayError> {
 }
 
 async fn handle(
-    gw: &Gateway,
+    gw: &Arc<Gateway>,
     session: &mut Session,
     request_id: &str,
 ) -> (&'static str, Result<(), GatewayError>) {
@@ -88,6 +92,7 @@ async fn handle(
     let kind = match route {
         Route::ChatCompletions { .. } => "chat",
         Route::Models { .. } => "models",
+        Route::Mcp { .. } => "mcp",
         _ => "other",
     };
     (kind, dispatch(gw, session, route, request_id).await)
@@ -113,7 +118,7 @@ async fn plain(
 }
 
 async fn dispatch(
-    gw: &Gateway,
+    gw: &Arc<Gateway>,
     session: &mut Session,
     route: Route<'_>,
     request_id: &str,
@@ -144,6 +149,7 @@ async fn dispatch(
         }
         Route::ChatCompletions { gateway_id }
         | Route::Models { gateway_id }
+        | Route::Mcp { gateway_id }
         | Route::UnknownGatewayPath { gateway_id } => gateway_id,
     };
     let snap = gw.current().ok_or(GatewayError::NotReady)?;
@@ -159,14 +165,20 @@ async fn dispatch(
     }
     let headers = &session.req_header().headers;
     let agent = authn::authenticate(&snap, headers.get("authorization").map(|v| v.as_bytes()))?;
+    let act_as_header = headers.get(actas::HEADER);
     let act_as = actas::verify(
         agent,
-        headers.get(actas::HEADER).map(|v| v.as_bytes()),
+        act_as_header.map(|v| v.as_bytes()),
         chrono::Utc::now().timestamp(),
     )?;
-    let memoize = !act_as.present;
+    let act_as_raw = act_as_header
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let is_mcp = matches!(route, Route::Mcp { .. });
+    // Memoized decisions assume the llm surface and no act-as identity.
+    let memoize = !act_as.present && !is_mcp;
     let activity_id = activity_id(session)?;
-    let surface = "llm";
+    let surface = if is_mcp { "mcp" } else { "llm" };
     let context = LazyContext::new(RequestContext {
         act_as,
         gateway_id: gateway.id.clone(),
@@ -191,10 +203,12 @@ async fn dispatch(
         context,
         memoize,
         activity_id,
+        act_as_raw,
     };
     match route {
         Route::ChatCompletions { .. } => llm::chat(gw, session, &rc).await,
         Route::Models { .. } => llm::models(session, &rc).await,
+        Route::Mcp { .. } => crate::mcp::handle(gw, session, &rc).await,
         _ => Err(GatewayError::NotFound(format!(
             "gateway '{}' has no route {} {}",
             gateway.name,

@@ -17,6 +17,8 @@ pub struct RequestCtx<'a> {
     pub memoize: bool,
     /// `X-Svc-Activity-Id` as the caller sent it; echoed back.
     pub activity_id: Option<String>,
+    /// The verified `X-Svc-Act-As` assertion as sent, for tools that forward it.
+    pub act_as_raw: Option<String>,
 }
 
 impl<'a> RequestCtx<'a> {
@@ -51,6 +53,11 @@ impl LazyContext {
             typed,
             built: OnceLock::new(),
         }
+    }
+
+    /// The typed values the context is built from.
+    pub fn typed(&self) -> &RequestContext {
+        &self.typed
     }
 
     pub fn get(&self) -> Result<&Context, String> {

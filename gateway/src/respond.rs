@@ -86,3 +86,20 @@ pub async fn error(
     )
     .await
 }
+
+/// A gateway failure on the MCP endpoint: its HTTP status with a JSON-RPC error body.
+pub async fn mcp_error(
+    session: &mut Session,
+    err: &GatewayError,
+    request_id: &str,
+) -> pingora::Result<()> {
+    tracing::debug!(request_id, status = err.status(), error = %err, "MCP request refused.");
+    json(
+        session,
+        err.status(),
+        &crate::mcp::error_body(err, request_id),
+        request_id,
+        &[],
+    )
+    .await
+}

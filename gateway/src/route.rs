@@ -12,6 +12,9 @@ pub enum Route<'a> {
     Models {
         gateway_id: &'a str,
     },
+    Mcp {
+        gateway_id: &'a str,
+    },
     /// A gateway path with no route behind it (method or path unknown).
     UnknownGatewayPath {
         gateway_id: &'a str,
@@ -38,6 +41,7 @@ pub fn route<'a>(method: &str, path: &'a str) -> Route<'a> {
     match (method, tail.trim_end_matches('/')) {
         ("POST", "v1/chat/completions") => Route::ChatCompletions { gateway_id },
         ("GET", "v1/models") => Route::Models { gateway_id },
+        ("POST", "mcp") => Route::Mcp { gateway_id },
         _ => Route::UnknownGatewayPath { gateway_id },
     }
 }
@@ -66,6 +70,10 @@ mod tests {
             Route::UnknownGatewayPath { gateway_id: "g1" }
         );
         assert_eq!(route("POST", "/gateways//v1/models"), Route::NotFound);
+        assert_eq!(
+            route("POST", "/gateways/g1/mcp"),
+            Route::Mcp { gateway_id: "g1" }
+        );
         assert_eq!(route("GET", "/other"), Route::NotFound);
     }
 }

@@ -27,6 +27,8 @@ pub struct Compiled {
     pub revision: u64,
     pub workspace_id: String,
     pub gateways: HashMap<String, GatewayEntry>,
+    /// Tool connections by name (the prefix of `connection/tool`).
+    pub tools: HashMap<String, Arc<ToolEntry>>,
     /// SHA-256 hex of each key → index into `agents`.
     pub keys: HashMap<String, usize>,
     pub agents: Vec<AgentEntry>,
@@ -50,6 +52,55 @@ pub struct GatewayEntry {
     pub target_names: Vec<String>,
     /// Admin bundles scoped to this gateway.
     pub policies: Option<PolicySet>,
+    /// Tool connections attached whole, by id.
+    pub tool_sources: std::collections::HashSet<String>,
+    /// Single operations attached: (connection id, operation).
+    pub tool_members: std::collections::HashSet<(String, String)>,
+    /// Every tool connection something of which is attached, in name order.
+    pub tool_connections: Vec<Arc<ToolEntry>>,
+}
+
+impl GatewayEntry {
+    /// Whether this gateway offers the operation.
+    pub fn offers(&self, connection_id: &str, tool: &str) -> bool {
+        self.tool_sources.contains(connection_id)
+            || self
+                .tool_members
+                .contains(&(connection_id.to_string(), tool.to_string()))
+    }
+}
+
+/// How the gateway reaches a tool connection's MCP server.
+#[derive(Debug, Clone)]
+pub enum ToolTransport {
+    Http {
+        url: reqwest::Url,
+        /// Literal, secret and credential headers, sent on every request.
+        headers: Vec<(HeaderName, HeaderValue)>,
+        /// Headers that carry the caller's act-as assertion.
+        actas_headers: Vec<HeaderName>,
+    },
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// The configured environment plus the connection's secret values.
+        env: Vec<(String, String)>,
+        cwd: Option<String>,
+    },
+}
+
+pub struct ToolEntry {
+    pub id: String,
+    pub name: String,
+    pub transport: ToolTransport,
+    /// Operation → (status, message). Operations not in the catalog are not served.
+    pub catalog: HashMap<String, (portcullis_shared::api::tools::ToolStatus, Option<String>)>,
+    /// Changes whenever anything that affects calling the upstream changes.
+    pub fingerprint: String,
+    /// Why calls cannot be made (per-user or OAuth credentials, a cleared URL, …).
+    pub unavailable: Option<String>,
+    /// Secret values, to scrub from error messages.
+    pub secret_values: Vec<String>,
 }
 
 #[derive(Clone)]

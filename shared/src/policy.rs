@@ -219,23 +219,27 @@ pub fn pool_entity(name: &str) -> Result<Entity, String> {
     Entity::new(uid(Kind::Pool, name), attrs, HashSet::new()).map_err(entity_error)
 }
 
-/// One operation of a tool connection, `connection/tool`.
-pub fn tool_entities(
-    connection: &str,
-    tool: &str,
-    status: &str,
-    write: bool,
-) -> Result<[Entity; 2], String> {
+/// A tool connection, by name.
+pub fn tool_connection_entity(connection: &str) -> Result<Entity, String> {
     let conn_attrs = attrs([(
         "name",
         RestrictedExpression::new_string(connection.to_string()),
     )]);
-    let conn = Entity::new(
+    Entity::new(
         uid(Kind::ToolConnection, connection),
         conn_attrs,
         HashSet::new(),
     )
-    .map_err(entity_error)?;
+    .map_err(entity_error)
+}
+
+/// One operation of a tool connection, `connection/tool`, inside its connection.
+pub fn tool_entity(
+    connection: &str,
+    tool: &str,
+    status: &str,
+    write: bool,
+) -> Result<Entity, String> {
     let tool_attrs = attrs([
         ("name", RestrictedExpression::new_string(tool.to_string())),
         (
@@ -247,13 +251,25 @@ pub fn tool_entities(
     let parents = [uid(Kind::ToolConnection, connection)]
         .into_iter()
         .collect();
-    let tool = Entity::new(
+    Entity::new(
         uid(Kind::Tool, &format!("{connection}/{tool}")),
         tool_attrs,
         parents,
     )
-    .map_err(entity_error)?;
-    Ok([conn, tool])
+    .map_err(entity_error)
+}
+
+/// A tool connection and one of its operations.
+pub fn tool_entities(
+    connection: &str,
+    tool: &str,
+    status: &str,
+    write: bool,
+) -> Result<[Entity; 2], String> {
+    Ok([
+        tool_connection_entity(connection)?,
+        tool_entity(connection, tool, status, write)?,
+    ])
 }
 
 /// Who the agent acts for on this request, as Cedar sees it.

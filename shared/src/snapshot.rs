@@ -98,7 +98,8 @@ pub struct SnapTool {
     pub credential_type: CredentialType,
     pub secret_values: Secrets,
     pub write_tools: Vec<String>,
-    /// Catalog statuses; operations not listed are active.
+    /// Every operation in the catalog, with its status. Operations an upstream offers that are
+    /// not listed here are not served until discovery records them.
     pub catalog: Vec<SnapCatalogEntry>,
     /// Changes whenever anything that affects calling the upstream changes.
     pub fingerprint: String,

@@ -6,7 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod controlplane;
+pub mod everything;
 pub mod fake_llm;
+pub mod fake_mcp;
 pub mod gateway;
 pub mod process;
 pub mod python;

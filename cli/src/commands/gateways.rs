@@ -94,6 +94,8 @@ pub async fn run(ctx: &Ctx, cmd: GatewayCmd) -> anyhow::Result<()> {
             gateway,
             model,
             pool,
+            tool,
+            operation,
         } => {
             let mut body = json!({"gateway_id": gw(gateway).await?});
             if let Some(m) = model {
@@ -102,7 +104,25 @@ pub async fn run(ctx: &Ctx, cmd: GatewayCmd) -> anyhow::Result<()> {
             if let Some(p) = pool {
                 body["pool_id"] = json!(ctx.resolve(Kind::Pool, &p).await?);
             }
+            if let Some(t) = tool {
+                body["connection_id"] = json!(ctx.resolve(Kind::Tool, &t).await?);
+                if let Some(op) = operation {
+                    body["tool"] = json!(op);
+                }
+            }
             ctx.mgmt("RemoveGatewayMember", body).await?
+        }
+        GatewayCmd::ToolAdd {
+            gateway,
+            tool,
+            operation,
+        } => {
+            let body = json!({"gateway_id": gw(gateway).await?, "connection_id": ctx.resolve(Kind::Tool, &tool).await?, "tool": operation});
+            ctx.mgmt("AddGatewayTool", body).await?
+        }
+        GatewayCmd::ToolSourceAdd { gateway, tool } => {
+            let body = json!({"gateway_id": gw(gateway).await?, "connection_id": ctx.resolve(Kind::Tool, &tool).await?});
+            ctx.mgmt("AddGatewayToolSource", body).await?
         }
         GatewayCmd::Access {
             gateway,

@@ -8,44 +8,31 @@ use serde_json::Value;
 
 use crate::error::GatewayError;
 use crate::snapshot::ModelEntry;
+use crate::sse::{self, Events};
 use crate::{respond, Gateway};
 
 /// Splits a byte stream into SSE events and drops the usage-only event unless wanted.
 pub struct UsageFilter {
     pass_usage: bool,
-    buf: BytesMut,
+    events: Events,
     /// The last `usage` object seen, for metering.
     pub usage: Option<Value>,
-}
-
-/// Where the first complete event ends: (end of event, length of the blank-line delimiter).
-fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
-    let crlf = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| (i, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    }
 }
 
 impl UsageFilter {
     pub fn new(pass_usage: bool) -> Self {
         Self {
             pass_usage,
-            buf: BytesMut::new(),
+            events: Events::default(),
             usage: None,
         }
     }
 
     /// Takes a chunk and returns the complete events to forward.
     pub fn push(&mut self, chunk: &[u8]) -> Bytes {
-        self.buf.extend_from_slice(chunk);
+        self.events.push(chunk);
         let mut out = BytesMut::new();
-        while let Some((end, delim)) = event_end(&self.buf) {
-            let event = self.buf.split_to(end + delim);
+        while let Some((event, end)) = self.events.next_event() {
             if self.keep(&event[..end]) {
                 out.extend_from_slice(&event);
             }
@@ -55,7 +42,7 @@ impl UsageFilter {
 
     /// What is left when the upstream ends (an unterminated last event).
     pub fn finish(&mut self) -> Bytes {
-        let rest = self.buf.split();
+        let rest = self.events.rest();
         if !rest.is_empty() && !self.keep(&rest) {
             return Bytes::new();
         }
@@ -66,14 +53,7 @@ impl UsageFilter {
         if !event.windows(7).any(|w| w == b"\"usage\"") {
             return true;
         }
-        let text = String::from_utf8_lossy(event);
-        let data: String = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let Ok(json) = serde_json::from_str::<Value>(&data) else {
+        let Ok(json) = serde_json::from_str::<Value>(&sse::data(event)) else {
             return true;
         };
         let usage = json.get("usage").filter(|u| !u.is_null());

@@ -102,6 +102,27 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         Err(e) => errors.push(e.to_string()),
     }
 
+    let mut tools: HashMap<String, Arc<ToolEntry>> = HashMap::new();
+    let mut tools_by_id: HashMap<&str, Arc<ToolEntry>> = HashMap::new();
+    for t in &snap.tools {
+        match tool_entry(t) {
+            Ok(entry) => {
+                let entry = Arc::new(entry);
+                push_entity(policy::tool_connection_entity(&t.name), &mut errors);
+                for c in &t.catalog {
+                    let write = t.write_tools.contains(&c.name);
+                    push_entity(
+                        policy::tool_entity(&t.name, &c.name, c.status.as_str(), write),
+                        &mut errors,
+                    );
+                }
+                tools_by_id.insert(&t.connection_id, entry.clone());
+                tools.insert(t.name.clone(), entry);
+            }
+            Err(e) => errors.push(format!("tool {}: {e}", t.name)),
+        }
+    }
+
     let mut gateways = HashMap::new();
     let mut slots = 0;
     let mut next_slot = || {
@@ -145,6 +166,31 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
             None => None,
         };
         push_entity(policy::gateway_entity(&g.gateway_id, &g.name), &mut errors);
+        let tool_sources: std::collections::HashSet<String> =
+            g.tool_sources.iter().cloned().collect();
+        let tool_members: std::collections::HashSet<(String, String)> = g
+            .tools
+            .iter()
+            .map(|t| (t.connection_id.clone(), t.tool.clone()))
+            .collect();
+        let mut tool_connections: Vec<Arc<ToolEntry>> = Vec::new();
+        for id in g
+            .tool_sources
+            .iter()
+            .chain(g.tools.iter().map(|t| &t.connection_id))
+        {
+            match tools_by_id.get(id.as_str()) {
+                Some(t) if !tool_connections.iter().any(|c| c.id == t.id) => {
+                    tool_connections.push(t.clone())
+                }
+                Some(_) => {}
+                None => errors.push(format!(
+                    "gateway {}: tool connection {id} is not in the snapshot",
+                    g.name
+                )),
+            }
+        }
+        tool_connections.sort_by(|a, b| a.name.cmp(&b.name));
         gateways.insert(
             g.gateway_id.clone(),
             GatewayEntry {
@@ -153,6 +199,9 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
                 state: g.state,
                 uid: policy::uid(Kind::Gateway, &g.gateway_id),
                 slot: gateway_slot,
+                tool_sources,
+                tool_members,
+                tool_connections,
                 targets,
                 target_names,
                 policies,
@@ -215,6 +264,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         revision: snap.revision,
         workspace_id: snap.workspace_id.clone(),
         gateways,
+        tools,
         keys,
         agents,
         entities,
@@ -302,4 +352,109 @@ fn scrub_list<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
     }
     out.retain(|v| v.len() >= 8);
     out
+}
+
+fn tool_entry(t: &portcullis_shared::snapshot::SnapTool) -> Result<ToolEntry, String> {
+    use portcullis_shared::api::tools::{HeaderSource, Protocol};
+    let secrets = &t.secret_values.0;
+    let mut unavailable = match (t.auth_method, t.credential_type) {
+        (AuthMethod::None, _) | (AuthMethod::ApiKey, CredentialType::Shared) => None,
+        (AuthMethod::ApiKey, _) => Some(format!(
+            "tool '{}' uses per-user API keys, which this gateway version cannot provision yet",
+            t.name
+        )),
+        (AuthMethod::OAuth, _) => Some(format!(
+            "tool '{}' uses OAuth, which this gateway version cannot inject yet",
+            t.name
+        )),
+    };
+    let transport = match (t.protocol, &t.http, &t.stdio) {
+        (Protocol::StreamableHttp, Some(http), _) => {
+            let url = if http.url.is_empty() {
+                unavailable
+                    .get_or_insert_with(|| format!("tool '{}' has no URL configured", t.name));
+                reqwest::Url::parse("http://unconfigured.invalid/").map_err(|e| e.to_string())?
+            } else {
+                reqwest::Url::parse(&http.url).map_err(|e| format!("url: {e}"))?
+            };
+            let header = |name: &str| {
+                HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| format!("{name:?} is not a header name"))
+            };
+            let value = |v: &str| {
+                let mut v = HeaderValue::from_str(v)
+                    .map_err(|_| "a header value is not valid".to_string())?;
+                v.set_sensitive(true);
+                Ok::<_, String>(v)
+            };
+            let mut headers = Vec::new();
+            let mut actas_headers = Vec::new();
+            let mut referenced = std::collections::HashSet::new();
+            for h in &http.headers {
+                match h.source {
+                    HeaderSource::Literal => headers.push((
+                        header(&h.name)?,
+                        value(h.value.as_deref().unwrap_or_default())?,
+                    )),
+                    HeaderSource::Secret => {
+                        let key = h.value.as_deref().unwrap_or_default();
+                        referenced.insert(key.to_string());
+                        let secret = secrets.get(key).ok_or_else(|| {
+                            format!("header {} names a secret that is not stored", h.name)
+                        })?;
+                        headers.push((header(&h.name)?, value(secret)?));
+                    }
+                    HeaderSource::Actas => actas_headers.push(header(&h.name)?),
+                }
+            }
+            // Secrets no header entry names are sent as headers of their own name.
+            for (k, v) in secrets {
+                if !referenced.contains(k) {
+                    headers.push((header(k)?, value(v)?));
+                }
+            }
+            ToolTransport::Http {
+                url,
+                headers,
+                actas_headers,
+            }
+        }
+        (Protocol::Stdio, _, Some(stdio)) => {
+            if stdio.command.trim().is_empty() {
+                unavailable
+                    .get_or_insert_with(|| format!("tool '{}' has no command configured", t.name));
+            }
+            let mut env: Vec<(String, String)> = stdio
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            env.extend(secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
+            ToolTransport::Stdio {
+                command: stdio.command.clone(),
+                args: stdio.args.clone(),
+                env,
+                cwd: stdio.cwd.clone(),
+            }
+        }
+        (protocol, _, _) => {
+            return Err(format!(
+                "protocol {} has no usable config",
+                protocol.as_str()
+            ))
+        }
+    };
+    Ok(ToolEntry {
+        id: t.connection_id.clone(),
+        name: t.name.clone(),
+        transport,
+        catalog: t
+            .catalog
+            .iter()
+            .map(|c| (c.name.clone(), (c.status, c.message.clone())))
+            .collect(),
+        fingerprint: t.fingerprint.clone(),
+        unavailable,
+        secret_values: scrub_list(secrets.values()),
+    })
 }

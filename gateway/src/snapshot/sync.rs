@@ -77,6 +77,9 @@ pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<b
                 if let Some(snapshot) = reply.snapshot {
                     seen = Some(snapshot.revision);
                     if apply(&gateway, &snapshot) {
+                        if let Some(current) = gateway.current() {
+                            crate::mcp::discovery::discover_changed(&gateway, &current);
+                        }
                         if let Err(e) = gateway.lkg.store(&snapshot) {
                             tracing::warn!(error = %e, "Could not write the last-known-good snapshot.");
                         }

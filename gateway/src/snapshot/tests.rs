@@ -152,16 +152,14 @@ fn health_survives_recompiles() {
     );
 }
 
-#[test]
-fn a_refused_snapshot_leaves_the_serving_one_in_place() {
+#[tokio::test]
+async fn a_refused_snapshot_leaves_the_serving_one_in_place() {
     let dir = std::env::temp_dir().join(format!("pc-gw-test-{}", std::process::id()));
-    let gateway = crate::Gateway {
-        config: crate::Config::default(),
-        snapshot: arc_swap::ArcSwapOption::empty(),
-        runtime: Runtime::default(),
-        lkg: super::lkg::LastKnownGood::new(&dir, "token"),
-        metrics: crate::metrics::Metrics::default(),
+    let config = crate::Config {
+        data_dir: dir,
+        ..crate::Config::default()
     };
+    let gateway = crate::Gateway::new(config);
     assert!(super::sync::apply(
         &gateway,
         &snapshot("permit (principal, action, resource);")

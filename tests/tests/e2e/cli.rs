@@ -215,3 +215,84 @@ async fn errors_exit_non_zero_with_the_server_message() {
     assert_eq!(code, 0);
     assert!(out.contains("platform key (shown once): svc_pk_"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_commands() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("PORTCULLIS_URL", cp.url.as_str()),
+        ("PORTCULLIS_KEY", cp.key.as_str()),
+    ];
+    let run = |args: Vec<&'static str>| {
+        let (dir, env) = (dir.path().to_path_buf(), env);
+        async move { cli(&dir, &env, &args).await }
+    };
+    let (code, out, err) = run(vec![
+        "tool",
+        "add",
+        "docs",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--authorization",
+        "Bearer cli-tool-secret",
+        "--header",
+        "X-Team=blue",
+        "--gateway",
+        "default",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("streamable-http") && !out.contains("cli-tool-secret"),
+        "{out}"
+    );
+    let (code, out, err) = run(vec![
+        "tool",
+        "header",
+        "add",
+        "docs",
+        "X-Key=secret:Authorization",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("X-Team") && out.contains("X-Key"), "{out}");
+    let (code, out, _) = run(vec!["tool", "header", "remove", "docs", "X-Team"]).await;
+    assert_eq!(code, 0);
+    assert!(!out.contains("X-Team"), "{out}");
+    let (code, _, err) = run(vec!["tool", "header", "add", "docs", "X-As=actas"]).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = run(vec!["--json", "tool", "get", "docs"]).await;
+    assert_eq!(code, 0);
+    let tool: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        tool["tool"]["protocol_config"]["url"], "http://127.0.0.1:9/mcp",
+        "header edits keep the rest of the stored state"
+    );
+    assert_eq!(tool["tool"]["gateways"][0]["name"], "default");
+    let (code, out, _) = run(vec![
+        "tool",
+        "block",
+        "docs",
+        "search",
+        "--message",
+        "audit",
+    ])
+    .await;
+    assert_eq!(code, 0);
+    assert!(out.contains("docs/search: blocked"), "{out}");
+    let (code, out, _) = run(vec!["tool", "tools", "docs", "--include-blocked"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("search") && out.contains("blocked"), "{out}");
+    let (code, _, err) = run(vec!["tool", "sync", "docs"]).await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("shared tools are synced by the gateways"),
+        "{err}"
+    );
+    let (code, _, err) = run(vec!["gateway", "tool-add", "default", "docs", "search"]).await;
+    assert_eq!(code, 1, "an undiscovered operation cannot be attached");
+    assert!(err.contains("no discovered operation"), "{err}");
+    let (code, _, err) = run(vec!["tool", "remove", "docs"]).await;
+    assert_eq!(code, 0, "{err}");
+}

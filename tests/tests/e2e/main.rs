@@ -13,6 +13,7 @@ mod cli;
 mod gateways;
 mod keys;
 mod llm;
+mod mcp;
 mod models;
 mod pools;
 mod resilience;

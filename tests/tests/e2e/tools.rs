@@ -666,7 +666,10 @@ async fn gateway_tool_memberships_reach_the_snapshot(cp: &ControlPlane) {
     );
     assert_eq!(
         s["tools"][0]["catalog"],
-        json!([{"name": "add", "status": "blocked", "message": null}])
+        json!([
+            {"name": "add", "status": "blocked", "message": null},
+            {"name": "echo", "status": "active", "message": null},
+        ])
     );
     let g = cp
         .ok(

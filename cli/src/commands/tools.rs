@@ -1,0 +1,354 @@
+//! `portcullis tool …`
+
+use serde_json::{json, Map, Value};
+
+use super::models::done;
+use crate::args::{HeaderCmd, ToolCmd, ToolFields};
+use crate::ctx::{Ctx, Kind};
+use crate::{output, parse};
+
+const FIELDS: &[(&str, &str)] = &[
+    ("name", "/tool/name"),
+    ("connection_id", "/tool/connection_id"),
+    ("protocol", "/tool/protocol"),
+    ("url", "/tool/protocol_config/url"),
+    ("command", "/tool/protocol_config/command"),
+    ("headers", "/tool/protocol_config/headers"),
+    ("auth", "/tool/auth_method"),
+    ("credential", "/tool/credential_type"),
+    ("secret keys", "/tool/secret_keys"),
+    ("operations", "/tool/tool_count"),
+    ("gateways", "/tool/gateways"),
+];
+
+/// `NAME=VALUE`, `NAME=secret:KEY` or `NAME=actas` → a header entry.
+pub fn header(spec: &str) -> anyhow::Result<Value> {
+    let (name, value) = parse::pair("header", spec)?;
+    Ok(match value.as_str() {
+        "actas" => json!({"name": name, "source": "actas"}),
+        v => match v.strip_prefix("secret:") {
+            Some(key) => json!({"name": name, "source": "secret", "value": key}),
+            None => json!({"name": name, "source": "literal", "value": v}),
+        },
+    })
+}
+
+/// The protocol config from the flags, starting from `base` (the stored config on update).
+fn protocol_config(
+    f: &ToolFields,
+    protocol: &str,
+    mut base: Map<String, Value>,
+) -> anyhow::Result<Value> {
+    match protocol {
+        "stdio" => {
+            if let Some(c) = &f.command {
+                base.insert("command".into(), json!(c));
+            }
+            if !f.args.is_empty() {
+                base.insert("args".into(), json!(f.args));
+            }
+            if !f.env.is_empty() {
+                base.insert("env".into(), Value::Object(parse::pairs("env", &f.env)?));
+            }
+            if let Some(c) = &f.cwd {
+                base.insert("cwd".into(), json!(c));
+            }
+            base.remove("url");
+            base.remove("headers");
+        }
+        _ => {
+            if let Some(u) = &f.url {
+                base.insert("url".into(), json!(u));
+            }
+            if !f.headers.is_empty() {
+                let list: anyhow::Result<Vec<Value>> =
+                    f.headers.iter().map(|h| header(h)).collect();
+                base.insert("headers".into(), Value::Array(list?));
+            }
+            for key in ["command", "args", "env", "cwd"] {
+                base.remove(key);
+            }
+        }
+    }
+    Ok(Value::Object(base))
+}
+
+fn secrets(f: &ToolFields) -> anyhow::Result<Map<String, Value>> {
+    let mut map = parse::pairs("secret", &f.secrets)?;
+    if let Some(a) = &f.authorization {
+        map.insert("Authorization".into(), json!(a));
+    }
+    Ok(map)
+}
+
+fn auth(body: &mut Value, f: &ToolFields) {
+    for (key, value) in [
+        ("auth_method", &f.auth_method),
+        ("credential_type", &f.credential_type),
+    ] {
+        if let Some(v) = value {
+            body[key] = json!(v);
+        }
+    }
+}
+
+/// Sends an update carrying the full state to keep, as the API's overwrite rules require.
+async fn update_with(
+    ctx: &Ctx,
+    id: &str,
+    stored: &Value,
+    changes: impl FnOnce(&mut Value),
+) -> anyhow::Result<Value> {
+    let t = &stored["tool"];
+    let mut body = json!({
+        "connection_id": id,
+        "protocol": t["protocol"],
+        "protocol_config": t["protocol_config"],
+        "field_classifications": t["field_classifications"],
+        "write_tools": t["write_tools"],
+    });
+    changes(&mut body);
+    ctx.mgmt("UpdateMCPServerConnection", body).await
+}
+
+pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
+    let reply = match cmd {
+        ToolCmd::Add {
+            name,
+            fields,
+            gateways,
+        } => {
+            let protocol = fields
+                .protocol
+                .clone()
+                .unwrap_or_else(|| "streamable-http".into());
+            let mut body = json!({"name": name, "protocol": protocol, "protocol_config": protocol_config(&fields, &protocol, Map::new())?});
+            auth(&mut body, &fields);
+            let s = secrets(&fields)?;
+            if !s.is_empty() {
+                body["secret_values"] = Value::Object(s);
+            }
+            if !fields.write_tools.is_empty() {
+                body["write_tools"] = json!(fields.write_tools);
+            }
+            let mut reply = ctx.mgmt("CreateMCPServerConnection", body).await?;
+            let id = reply["connection_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            for g in gateways {
+                let gateway_id = ctx.resolve(Kind::Gateway, &g).await?;
+                ctx.mgmt(
+                    "AddGatewayToolSource",
+                    json!({"gateway_id": gateway_id, "connection_id": id}),
+                )
+                .await?;
+                reply = ctx
+                    .mgmt("GetMCPServerConnection", json!({"connection_id": id}))
+                    .await?;
+            }
+            reply
+        }
+        ToolCmd::Update { tool, name, fields } => {
+            let id = ctx.resolve(Kind::Tool, &tool).await?;
+            let stored = ctx
+                .mgmt("GetMCPServerConnection", json!({"connection_id": id}))
+                .await?;
+            let protocol = fields.protocol.clone().unwrap_or_else(|| {
+                stored["tool"]["protocol"]
+                    .as_str()
+                    .unwrap_or("streamable-http")
+                    .to_string()
+            });
+            let base = stored["tool"]["protocol_config"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            let config = protocol_config(&fields, &protocol, base)?;
+            let s = secrets(&fields)?;
+            update_with(ctx, &id, &stored, |body| {
+                body["protocol"] = json!(protocol);
+                body["protocol_config"] = config;
+                if let Some(n) = name {
+                    body["name"] = json!(n);
+                }
+                auth(body, &fields);
+                if !s.is_empty() {
+                    body["secret_values"] = Value::Object(s);
+                }
+                if !fields.write_tools.is_empty() {
+                    body["write_tools"] = json!(fields.write_tools);
+                }
+            })
+            .await?
+        }
+        ToolCmd::Get { tool } => {
+            ctx.mgmt(
+                "GetMCPServerConnection",
+                json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?}),
+            )
+            .await?
+        }
+        ToolCmd::List => {
+            let reply = ctx.mgmt("ListMCPServerConnections", json!({})).await?;
+            output::list(
+                ctx.json,
+                &reply,
+                "tools",
+                &[
+                    "/name",
+                    "/connection_id",
+                    "/protocol",
+                    "/auth_method",
+                    "/tool_count",
+                ],
+            );
+            return Ok(());
+        }
+        ToolCmd::Remove { tool } => {
+            let reply = ctx
+                .mgmt(
+                    "DeleteMCPServerConnection",
+                    json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?}),
+                )
+                .await?;
+            done(ctx, &reply, &format!("Removed tool {tool}."));
+            return Ok(());
+        }
+        ToolCmd::Sync { tool, act_as_sub } => {
+            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?, "act_as_sub": act_as_sub});
+            let reply = ctx.mgmt("SyncMCPServerConnectionTools", body).await?;
+            output::list(ctx.json, &reply, "tools", &["/name", "/status"]);
+            return Ok(());
+        }
+        ToolCmd::Block {
+            tool,
+            operation,
+            message,
+        } => status(ctx, "BlockTool", &tool, &operation, message).await?,
+        ToolCmd::Deprecate {
+            tool,
+            operation,
+            message,
+        } => status(ctx, "DeprecateTool", &tool, &operation, message).await?,
+        ToolCmd::Restore { tool, operation } => {
+            status(ctx, "RestoreTool", &tool, &operation, None).await?
+        }
+        ToolCmd::Tools {
+            tool,
+            with_schema,
+            include_blocked,
+        } => {
+            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?, "with_schema": with_schema, "include_blocked": include_blocked});
+            let reply = ctx.mgmt("ListConnectionTools", body).await?;
+            output::list(
+                ctx.json,
+                &reply,
+                "tools",
+                &["/name", "/status", "/message", "/description"],
+            );
+            return Ok(());
+        }
+        ToolCmd::Header(h) => return headers(ctx, h).await,
+    };
+    output::show(ctx.json, &reply, FIELDS);
+    Ok(())
+}
+
+async fn status(
+    ctx: &Ctx,
+    op: &str,
+    tool: &str,
+    operation: &str,
+    message: Option<String>,
+) -> anyhow::Result<Value> {
+    let body = json!({"connection_id": ctx.resolve(Kind::Tool, tool).await?, "tool": operation, "message": message});
+    let reply = ctx.mgmt(op, body).await?;
+    if !ctx.json {
+        println!(
+            "{}/{operation}: {}",
+            tool,
+            reply["tool"]["status"].as_str().unwrap_or("?")
+        );
+    }
+    Ok(json!({}))
+}
+
+async fn headers(ctx: &Ctx, cmd: HeaderCmd) -> anyhow::Result<()> {
+    let tool = match &cmd {
+        HeaderCmd::List { tool } | HeaderCmd::Add { tool, .. } | HeaderCmd::Remove { tool, .. } => {
+            tool.clone()
+        }
+    };
+    let id = ctx.resolve(Kind::Tool, &tool).await?;
+    let stored = ctx
+        .mgmt("GetMCPServerConnection", json!({"connection_id": id}))
+        .await?;
+    let mut list: Vec<Value> = stored["tool"]["protocol_config"]["headers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let same = |h: &Value, name: &str| {
+        h["name"]
+            .as_str()
+            .is_some_and(|n| n.eq_ignore_ascii_case(name))
+    };
+    match cmd {
+        HeaderCmd::List { .. } => {
+            output::list(
+                ctx.json,
+                &json!({"headers": list}),
+                "headers",
+                &["/name", "/source", "/value"],
+            );
+            return Ok(());
+        }
+        HeaderCmd::Add { header: spec, .. } => {
+            let entry = header(&spec)?;
+            let name = entry["name"].as_str().unwrap_or_default().to_string();
+            list.retain(|h| !same(h, &name));
+            list.push(entry);
+        }
+        HeaderCmd::Remove { name, .. } => {
+            let before = list.len();
+            list.retain(|h| !same(h, &name));
+            if list.len() == before {
+                anyhow::bail!("tool {tool} has no header named {name}");
+            }
+        }
+    }
+    // The header list is replaced whole, together with the rest of the stored state.
+    let reply = update_with(ctx, &id, &stored, |body| {
+        body["protocol_config"]["headers"] = Value::Array(list)
+    })
+    .await?;
+    output::list(
+        ctx.json,
+        &json!({"headers": reply["tool"]["protocol_config"]["headers"]}),
+        "headers",
+        &["/name", "/source", "/value"],
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_specs() {
+        assert_eq!(
+            header("X-Team=blue").unwrap(),
+            json!({"name": "X-Team", "source": "literal", "value": "blue"})
+        );
+        assert_eq!(
+            header("X-Key=secret:api").unwrap(),
+            json!({"name": "X-Key", "source": "secret", "value": "api"})
+        );
+        assert_eq!(
+            header("X-As=actas").unwrap(),
+            json!({"name": "X-As", "source": "actas"})
+        );
+        assert!(header("nothing").is_err());
+    }
+}

@@ -1,0 +1,265 @@
+//! Step four for tool calls: the gateway's MCP endpoint, stateless Streamable HTTP with JSON
+//! responses. `initialize`, `ping`, notifications (202), `tools/list` (membership ∩ not blocked
+//! ∩ `mcp:discover`, paginated, cached per caller), `tools/call` (membership, status,
+//! `mcp:call`, then the upstream); anything else is -32601. Tool names are `connection/tool`.
+
+pub mod discovery;
+mod list;
+pub mod upstream;
+
+use pingora::proxy::Session;
+use portcullis_shared::api::tools::ToolStatus;
+use portcullis_shared::policy::{self, Action, Kind};
+use serde_json::{json, Value};
+
+use crate::error::{Denial, GatewayError};
+use crate::request::RequestCtx;
+use crate::{authz, respond, Gateway};
+
+pub use list::ToolsCache;
+
+const SUPPORTED_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// A JSON-RPC error as the caller sees it.
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    fn denied(d: &Denial, request_id: &str) -> Self {
+        Self {
+            code: -32001,
+            message: d.reason.clone(),
+            data: Some(
+                json!({"reason": d.reason, "reason_code": d.reason_code, "determining_policy": d.determining_policy, "request_id": request_id}),
+            ),
+        }
+    }
+
+    fn gateway(message: String, reason_code: &str, request_id: &str) -> Self {
+        Self {
+            code: -32603,
+            data: Some(
+                json!({"reason": message, "reason_code": reason_code, "request_id": request_id}),
+            ),
+            message,
+        }
+    }
+}
+
+/// The JSON-RPC error body of a gateway failure that happens before dispatch (auth, routing).
+pub fn error_body(err: &GatewayError, request_id: &str) -> Value {
+    let (_, code) = err.openai_type_and_code();
+    let mut data =
+        json!({"reason": err.to_string(), "reason_code": code, "request_id": request_id});
+    if let GatewayError::Denied(d) = err {
+        data["reason_code"] = json!(d.reason_code);
+        data["determining_policy"] = json!(d.determining_policy);
+    }
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": err.to_string(), "data": data}})
+}
+
+/// `POST …/mcp`.
+pub async fn handle(
+    gw: &std::sync::Arc<Gateway>,
+    session: &mut Session,
+    rc: &RequestCtx<'_>,
+) -> Result<(), GatewayError> {
+    let raw = crate::llm::read_body(session, gw.config.max_body_bytes).await?;
+    let message: Value = match serde_json::from_slice(&raw) {
+        Ok(v) => v,
+        Err(_) => {
+            return reply(
+                session,
+                rc,
+                Value::Null,
+                Err(RpcError::new(-32700, "parse error: the body is not JSON")),
+            )
+            .await
+        }
+    };
+    let Value::Object(request) = message else {
+        return reply(
+            session,
+            rc,
+            Value::Null,
+            Err(RpcError::new(
+                -32600,
+                "invalid request: send one JSON-RPC object (batches are not supported)",
+            )),
+        )
+        .await;
+    };
+    let id = request.get("id").cloned();
+    let Some(method) = request.get("method").and_then(Value::as_str) else {
+        // A response from the client (to a request we never send) or garbage.
+        return match id {
+            Some(id) => {
+                reply(
+                    session,
+                    rc,
+                    id,
+                    Err(RpcError::new(-32600, "invalid request: method is missing")),
+                )
+                .await
+            }
+            None => accepted(session, rc).await,
+        };
+    };
+    let Some(id) = id else {
+        // A notification: accepted, nothing to answer.
+        return accepted(session, rc).await;
+    };
+    let params = request.get("params").cloned().unwrap_or(Value::Null);
+    let outcome = match method {
+        "initialize" => Ok(initialize(&params)),
+        "ping" => Ok(json!({})),
+        "tools/list" => list::tools_list(gw, rc, &params).await,
+        "tools/call" => call(gw, rc, &params).await,
+        other => Err(RpcError::new(-32601, format!("method not found: {other}"))),
+    };
+    reply(session, rc, id, outcome).await
+}
+
+fn initialize(params: &Value) -> Value {
+    let asked = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let version = SUPPORTED_VERSIONS
+        .iter()
+        .find(|v| **v == asked)
+        .copied()
+        .unwrap_or(SUPPORTED_VERSIONS[0]);
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}},
+        "serverInfo": {"name": "portcullis-gateway", "version": env!("CARGO_PKG_VERSION")}
+    })
+}
+
+async fn accepted(session: &mut Session, rc: &RequestCtx<'_>) -> Result<(), GatewayError> {
+    respond::bytes(
+        session,
+        202,
+        "application/json",
+        bytes::Bytes::new(),
+        rc.request_id,
+        &rc.echo_headers(""),
+    )
+    .await
+    .map_err(|e| GatewayError::Internal(e.to_string()))
+}
+
+async fn reply(
+    session: &mut Session,
+    rc: &RequestCtx<'_>,
+    id: Value,
+    outcome: Result<Value, RpcError>,
+) -> Result<(), GatewayError> {
+    let body = match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => {
+            let mut error = json!({"code": e.code, "message": e.message});
+            if let Some(data) = e.data {
+                error["data"] = data;
+            }
+            json!({"jsonrpc": "2.0", "id": id, "error": error})
+        }
+    };
+    respond::json(session, 200, &body, rc.request_id, &rc.echo_headers(""))
+        .await
+        .map_err(|e| GatewayError::Internal(e.to_string()))
+}
+
+/// Checks membership, catalog status and `mcp:call`, then calls the upstream and returns its
+/// result untouched (`content`, `structuredContent`, `isError` as given).
+async fn call(
+    gw: &std::sync::Arc<Gateway>,
+    rc: &RequestCtx<'_>,
+    params: &Value,
+) -> Result<Value, RpcError> {
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::new(-32602, "params.name is required (connection/tool)"))?;
+    let unknown = || RpcError::new(-32602, format!("unknown tool: {name}"));
+    let (connection, tool) = name.split_once('/').ok_or_else(unknown)?;
+    let entry = rc.snap.tools.get(connection).ok_or_else(unknown)?;
+    if !rc.gateway.offers(&entry.id, tool) {
+        return Err(unknown());
+    }
+    match entry.catalog.get(tool) {
+        None => {
+            return Err(RpcError::new(
+                -32602,
+                format!("{name} is not in the catalog yet; list the tools first"),
+            ))
+        }
+        Some((ToolStatus::Blocked, message)) => {
+            let reason = match message {
+                Some(m) => format!("{name} is blocked: {m}"),
+                None => format!("{name} is blocked"),
+            };
+            let d = Denial {
+                reason,
+                reason_code: "blocked",
+                determining_policy: format!("blocked/{name}"),
+            };
+            return Err(RpcError::denied(&d, rc.request_id));
+        }
+        Some(_) => {}
+    }
+    let uid = policy::uid(Kind::Tool, name);
+    authz::check_memo(
+        rc.snap,
+        rc.agent,
+        rc.gateway,
+        Action::McpCall,
+        &uid,
+        &rc.context,
+        None,
+    )
+    .map_err(|d| RpcError::denied(&d, rc.request_id))?;
+    let extra = list::actas_headers(entry, rc)
+        .map_err(|why| RpcError::gateway(why, "actas_required", rc.request_id))?;
+    let session = gw
+        .upstreams
+        .session(gw, entry)
+        .await
+        .map_err(|e| RpcError::gateway(e.to_string(), "upstream_error", rc.request_id))?;
+    let mut upstream_params = json!({"name": tool, "arguments": params.get("arguments").cloned().unwrap_or_else(|| json!({}))});
+    if let Some(meta) = params.get("_meta") {
+        upstream_params["_meta"] = meta.clone();
+    }
+    match session
+        .call(gw, "tools/call", upstream_params, &extra)
+        .await
+    {
+        Ok(result) => Ok(result),
+        Err(upstream::UpstreamError::Rpc {
+            code,
+            message,
+            data,
+        }) => Err(RpcError {
+            code,
+            message,
+            data,
+        }),
+        Err(e) => Err(RpcError::gateway(
+            format!("{name}: {e}"),
+            "upstream_error",
+            rc.request_id,
+        )),
+    }
+}

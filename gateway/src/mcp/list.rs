@@ -1,0 +1,201 @@
+//! `tools/list`: what this agent may use through this gateway, cached per caller.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{HeaderName, HeaderValue};
+use portcullis_shared::api::tools::ToolStatus;
+use portcullis_shared::policy::{self, Action, Kind};
+use serde_json::{json, Value};
+
+use super::{discovery, RpcError};
+use crate::request::RequestCtx;
+use crate::snapshot::{ToolEntry, ToolTransport};
+use crate::{authz, Gateway};
+
+/// How long a caller's tool list is reused (the spec's client default).
+pub const TTL: Duration = Duration::from_secs(30);
+const PAGE: usize = 100;
+
+struct Cached {
+    revision: u64,
+    at: Instant,
+    tools: Arc<Vec<Value>>,
+}
+
+/// Tool lists by gateway, agent, workspace and act-as identity. A new snapshot revision makes
+/// every entry stale.
+#[derive(Default)]
+pub struct ToolsCache {
+    entries: Mutex<HashMap<String, Cached>>,
+}
+
+impl ToolsCache {
+    fn get(&self, key: &str, revision: u64) -> Option<Arc<Vec<Value>>> {
+        let map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key)
+            .filter(|c| c.revision == revision && c.at.elapsed() < TTL)
+            .map(|c| c.tools.clone())
+    }
+
+    fn put(&self, key: String, revision: u64, tools: Arc<Vec<Value>>) {
+        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, c| c.revision == revision && c.at.elapsed() < TTL);
+        map.insert(
+            key,
+            Cached {
+                revision,
+                at: Instant::now(),
+                tools,
+            },
+        );
+    }
+}
+
+/// The act-as headers a connection forwards; fails closed when it has some and the caller
+/// presented no assertion.
+pub fn actas_headers(
+    tool: &ToolEntry,
+    rc: &RequestCtx<'_>,
+) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+    let ToolTransport::Http { actas_headers, .. } = &tool.transport else {
+        return Ok(Vec::new());
+    };
+    if actas_headers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let raw = rc.act_as_raw.as_deref().ok_or_else(|| {
+        format!(
+            "tool '{}' forwards the caller's act-as identity, and this request carries none",
+            tool.name
+        )
+    })?;
+    let value = HeaderValue::from_str(raw)
+        .map_err(|_| "the act-as assertion is not a valid header value".to_string())?;
+    Ok(actas_headers
+        .iter()
+        .map(|h| (h.clone(), value.clone()))
+        .collect())
+}
+
+fn cache_key(rc: &RequestCtx<'_>) -> String {
+    let a = rc.context.typed().act_as.clone();
+    format!(
+        "{}|{}|{}|{}|{}|{}|{}",
+        rc.gateway.id,
+        rc.agent.id,
+        rc.snap.workspace_id,
+        a.method,
+        a.sub,
+        a.email,
+        a.groups.join(",")
+    )
+}
+
+pub async fn tools_list(
+    gw: &Arc<Gateway>,
+    rc: &RequestCtx<'_>,
+    params: &Value,
+) -> Result<Value, RpcError> {
+    let offset = match params.get("cursor").and_then(Value::as_str) {
+        None => 0,
+        Some(c) => c
+            .parse::<usize>()
+            .map_err(|_| RpcError::new(-32602, "invalid cursor"))?,
+    };
+    let key = cache_key(rc);
+    let tools = match gw.tools_cache.get(&key, rc.snap.revision) {
+        Some(tools) => tools,
+        None => {
+            let tools = Arc::new(discover(gw, rc).await);
+            gw.tools_cache.put(key, rc.snap.revision, tools.clone());
+            tools
+        }
+    };
+    if offset > tools.len() {
+        return Err(RpcError::new(-32602, "invalid cursor"));
+    }
+    let page: Vec<Value> = tools.iter().skip(offset).take(PAGE).cloned().collect();
+    let mut result = json!({"tools": page});
+    if offset + PAGE < tools.len() {
+        result["nextCursor"] = json!((offset + PAGE).to_string());
+    }
+    Ok(result)
+}
+
+/// Lists every attached connection upstream and keeps what this agent may discover. A
+/// connection that fails is left out (and logged); operations not yet in the catalog are
+/// reported for it and left out until the next snapshot has them.
+async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for tool in &rc.gateway.tool_connections {
+        let extra = match actas_headers(tool, rc) {
+            Ok(h) => h,
+            Err(why) => {
+                tracing::debug!(request_id = rc.request_id, tool = %tool.name, why, "Tool left out of the list.");
+                continue;
+            }
+        };
+        let listed = match gw.upstreams.session(gw, tool).await {
+            Ok(session) => session.list_all_tools(gw, &extra).await,
+            Err(e) => Err(e),
+        };
+        let listed = match listed {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::warn!(request_id = rc.request_id, tool = %tool.name, error = %e, "Could not list a tool connection's operations.");
+                continue;
+            }
+        };
+        let mut unknown = Vec::new();
+        for t in listed {
+            let Some(name) = t.get("name").and_then(Value::as_str).map(str::to_string) else {
+                continue;
+            };
+            if !rc.gateway.offers(&tool.id, &name) {
+                continue;
+            }
+            let (status, message) = match tool.catalog.get(&name) {
+                None => {
+                    unknown.push(t.clone());
+                    continue;
+                }
+                Some((ToolStatus::Blocked, _)) => continue,
+                Some((status, message)) => (*status, message.clone()),
+            };
+            let full = format!("{}/{name}", tool.name);
+            let uid = policy::uid(Kind::Tool, &full);
+            if authz::check_memo(
+                rc.snap,
+                rc.agent,
+                rc.gateway,
+                Action::McpDiscover,
+                &uid,
+                &rc.context,
+                None,
+            )
+            .is_err()
+            {
+                continue;
+            }
+            let mut t = t;
+            t["name"] = json!(full);
+            if status == ToolStatus::Deprecated {
+                let mut meta = t
+                    .get("_meta")
+                    .cloned()
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| json!({}));
+                meta["portcullis/deprecated"] =
+                    json!(message.unwrap_or_else(|| "deprecated".into()));
+                t["_meta"] = meta;
+            }
+            out.push(t);
+        }
+        if !unknown.is_empty() {
+            discovery::report_later(gw, tool, unknown);
+        }
+    }
+    out
+}

@@ -1,0 +1,221 @@
+//! A Streamable HTTP session: JSON-RPC POSTs answered with JSON or an SSE stream, the
+//! `Mcp-Session-Id` the upstream hands out, and a fresh `initialize` when it expires.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use futures_util::StreamExt;
+use http::{HeaderName, HeaderValue};
+use serde_json::{json, Value};
+
+use super::{initialize_params, outcome, UpstreamError, PROTOCOL_VERSION};
+use crate::sse::{self, Events};
+use crate::Gateway;
+
+#[derive(Clone, Default)]
+struct State {
+    session_id: Option<String>,
+    version: String,
+}
+
+pub struct HttpSession {
+    url: reqwest::Url,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    state: tokio::sync::Mutex<Option<State>>,
+    next_id: AtomicI64,
+}
+
+impl HttpSession {
+    pub fn new(url: reqwest::Url, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+        Self {
+            url,
+            headers,
+            state: tokio::sync::Mutex::new(None),
+            next_id: AtomicI64::new(1),
+        }
+    }
+
+    pub async fn call(
+        &self,
+        gw: &Gateway,
+        method: &str,
+        params: Value,
+        extra: &[(HeaderName, HeaderValue)],
+    ) -> Result<Value, UpstreamError> {
+        for attempt in 0..2 {
+            let state = self.ensure(gw, extra).await?;
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            match self.post(gw, &state, &message, extra, Some(id)).await {
+                Err(UpstreamError::SessionExpired) if attempt == 0 => {
+                    let mut guard = self.state.lock().await;
+                    if guard.as_ref().map(|s| &s.session_id) == Some(&state.session_id) {
+                        *guard = None;
+                    }
+                }
+                Ok(reply) => return outcome(reply.unwrap_or(Value::Null)),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(UpstreamError::Transport(
+            "the upstream session expired twice in a row".into(),
+        ))
+    }
+
+    /// Initializes once (concurrent callers wait for the same handshake).
+    async fn ensure(
+        &self,
+        gw: &Gateway,
+        extra: &[(HeaderName, HeaderValue)],
+    ) -> Result<State, UpstreamError> {
+        let mut guard = self.state.lock().await;
+        if let Some(state) = guard.as_ref() {
+            return Ok(state.clone());
+        }
+        let fresh = State {
+            session_id: None,
+            version: PROTOCOL_VERSION.to_string(),
+        };
+        let message = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params()});
+        let (reply, session_id) = self.post_raw(gw, &fresh, &message, extra, Some(0)).await?;
+        let result = outcome(reply.unwrap_or(Value::Null))?;
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(PROTOCOL_VERSION)
+            .to_string();
+        let state = State {
+            session_id,
+            version,
+        };
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.post(gw, &state, &note, extra, None).await?;
+        *guard = Some(state.clone());
+        Ok(state)
+    }
+
+    async fn post(
+        &self,
+        gw: &Gateway,
+        state: &State,
+        message: &Value,
+        extra: &[(HeaderName, HeaderValue)],
+        id: Option<i64>,
+    ) -> Result<Option<Value>, UpstreamError> {
+        self.post_raw(gw, state, message, extra, id)
+            .await
+            .map(|(reply, _)| reply)
+    }
+
+    /// Sends one message; returns the response with `id` (if any) and the session id header.
+    async fn post_raw(
+        &self,
+        gw: &Gateway,
+        state: &State,
+        message: &Value,
+        extra: &[(HeaderName, HeaderValue)],
+        id: Option<i64>,
+    ) -> Result<(Option<Value>, Option<String>), UpstreamError> {
+        let mut request = gw
+            .http()
+            .post(self.url.clone())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header("mcp-protocol-version", state.version.as_str())
+            .body(message.to_string());
+        if let Some(sid) = &state.session_id {
+            request = request.header("mcp-session-id", sid.as_str());
+        }
+        for (name, value) in self.headers.iter().chain(extra) {
+            request = request.header(name, value);
+        }
+        let response = tokio::time::timeout(gw.config.upstream_timeout(), request.send())
+            .await
+            .map_err(|_| UpstreamError::Transport("the upstream sent no response in time".into()))?
+            .map_err(|e| {
+                UpstreamError::Transport(if e.is_connect() {
+                    "could not connect to the upstream".into()
+                } else {
+                    "the request to the upstream failed".into()
+                })
+            })?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND && state.session_id.is_some() {
+            return Err(UpstreamError::SessionExpired);
+        }
+        if !status.is_success() {
+            return Err(UpstreamError::Transport(format!(
+                "the upstream answered HTTP {}",
+                status.as_u16()
+            )));
+        }
+        let session_id = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let Some(id) = id else {
+            return Ok((None, session_id));
+        };
+        let is_sse = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let reply = if is_sse {
+            read_sse(gw, response, id).await?
+        } else {
+            read_json(response).await?
+        };
+        Ok((Some(reply), session_id))
+    }
+}
+
+async fn read_json(response: reqwest::Response) -> Result<Value, UpstreamError> {
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|_| UpstreamError::Transport("the upstream's answer broke off".into()))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|_| UpstreamError::Transport("the upstream's answer is not JSON".into()))
+}
+
+/// Reads events until the response to `id` arrives.
+async fn read_sse(
+    gw: &Gateway,
+    response: reqwest::Response,
+    id: i64,
+) -> Result<Value, UpstreamError> {
+    let mut body = response.bytes_stream();
+    let mut events = Events::default();
+    loop {
+        let chunk = tokio::time::timeout(gw.config.upstream_timeout(), body.next())
+            .await
+            .map_err(|_| {
+                UpstreamError::Transport("the upstream's event stream went quiet".into())
+            })?;
+        match chunk {
+            Some(Ok(bytes)) => events.push(&bytes),
+            Some(Err(_)) => {
+                return Err(UpstreamError::Transport(
+                    "the upstream's event stream broke off".into(),
+                ))
+            }
+            None => {
+                return Err(UpstreamError::Transport(
+                    "the upstream's event stream ended without an answer".into(),
+                ))
+            }
+        }
+        while let Some((event, end)) = events.next_event() {
+            let data = sse::data(&event[..end]);
+            let Ok(message) = serde_json::from_str::<Value>(&data) else {
+                continue;
+            };
+            if message.get("id").and_then(Value::as_i64) == Some(id)
+                && (message.get("result").is_some() || message.get("error").is_some())
+            {
+                return Ok(message);
+            }
+        }
+    }
+}
