@@ -48,7 +48,7 @@ def start(args, log_path, env=None):
 
 
 def call(base, key, op, body):
-    svc = "svc.agents.v1.AgentService" if op in ("RegisterAgent", "CreateAgentKey") else "svc.mgmt.v1.ManagementService"
+    svc = "svc.agents.v1.AgentService" if op in ("RegisterAgent", "UpdateAgent", "CreateAgentKey") else "svc.mgmt.v1.ManagementService"
     req = urllib.request.Request(f"{base}/{svc}/{op}", data=json.dumps(body).encode(),
                                  headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     with urllib.request.urlopen(req) as r:
@@ -82,6 +82,19 @@ def oha(url, key, extra):
             "requests": total, "ok": ok}
 
 
+def oha_mcp(url, key, tool):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
+    args = [OHA, "--no-tui", "--output-format", "json", "-z", DURATION, "-m", "POST", "-c", "16",
+            "-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream", "-d", body, url]
+    if key:
+        args[1:1] = ["-H", f"Authorization: Bearer {key}"]
+    data = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+    codes = data.get("statusCodeDistribution", {})
+    return {"rps": data["summary"]["requestsPerSec"], "p50_ms": data["latencyPercentiles"]["p50"] * 1000,
+            "p99_ms": data["latencyPercentiles"]["p99"] * 1000, "requests": sum(codes.values()),
+            "ok": sum(v for k, v in codes.items() if k.startswith("2"))}
+
+
 def ttfb(url, key):
     out = subprocess.run([f"{BIN}/ttfb", url, key or "-", "bench", TTFB_COUNT], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
@@ -104,6 +117,11 @@ def main():
     call(base, key, "AddGatewayModel", {"workspace_id": ws, "gateway_id": gid, "connection_id": model["connection_id"]})
     call(base, key, "RegisterAgent", {"workspace_id": ws, "name": "bench", "allowed_gateway_ids": [gid],
                                       "allowed_direct_model_names": ["bench"]})
+    tool = call(base, key, "CreateMCPServerConnection", {
+        "workspace_id": ws, "name": "bench-mcp", "protocol": "streamable-http", "auth_method": "none",
+        "protocol_config": {"url": f"http://{fake_addr}/mcp"}})
+    call(base, key, "AddGatewayToolSource", {"workspace_id": ws, "gateway_id": gid, "connection_id": tool["connection_id"]})
+    call(base, key, "UpdateAgent", {"workspace_id": ws, "agent_id": "bench", "allowed_tools": ["bench-mcp/echo"]})
     agent_key = call(base, key, "CreateAgentKey", {"workspace_id": ws, "agent_id": "bench", "name": "k"})["token"]
     token = call(base, key, "CreateDeployment", {"workspace_id": ws, "name": "bench", "public_url": "http://127.0.0.1"})["token"]
     gw, gw_addr = start([f"{BIN}/portcullis-gateway", "--control-plane-url", base, "--listen", "127.0.0.1:0",
@@ -138,6 +156,15 @@ def main():
     results["gateway_cpu_us_per_request"] = spent / max(results["gateway_saturation"]["requests"], 1) * 1e6
     results["direct_fixed_rate"] = oha(direct_url, None, ["-c", "16", "-q", str(RATE)])
     results["gateway_fixed_rate"] = oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)])
+    # Tool calls: wait until the gateway discovered the tool and has it in its snapshot.
+    for _ in range(200):
+        listed = call(base, key, "ListConnectionTools", {"workspace_id": ws, "connection_id": tool["connection_id"]})["tools"]
+        if listed:
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+    results["direct_mcp_call"] = oha_mcp(f"http://{fake_addr}/mcp", None, "echo")
+    results["gateway_mcp_call"] = oha_mcp(f"http://{gw_addr}/gateways/{gid}/mcp", agent_key, "bench-mcp/echo")
     results["direct_stream_ttfb"] = ttfb(direct_url, None)
     results["gateway_stream_ttfb"] = ttfb(gw_url, agent_key)
     results["gateway_peak_rss_mib"] = peak_rss_mib(gw.pid)
@@ -156,6 +183,7 @@ def machine():
 def table(r):
     ds, gs, df, gf = r["direct_saturation"], r["gateway_saturation"], r["direct_fixed_rate"], r["gateway_fixed_rate"]
     dt, gt = r["direct_stream_ttfb"], r["gateway_stream_ttfb"]
+    dm, gm = r["direct_mcp_call"], r["gateway_mcp_call"]
     rows = [
         "| measurement | direct | through gateway | gateway adds |",
         "|---|---|---|---|",
@@ -164,9 +192,11 @@ def table(r):
         f"| {r['rate']} requests/s: p50 ms | {df['p50_ms']:.3f} | {gf['p50_ms']:.3f} | {gf['p50_ms'] - df['p50_ms']:.3f} |",
         f"| {r['rate']} requests/s: p99 ms | {df['p99_ms']:.3f} | {gf['p99_ms']:.3f} | {gf['p99_ms'] - df['p99_ms']:.3f} |",
         f"| streaming time to first byte: p50 / p99 ms | {dt['p50_ms']:.3f} / {dt['p99_ms']:.3f} | {gt['p50_ms']:.3f} / {gt['p99_ms']:.3f} | {gt['p50_ms'] - dt['p50_ms']:.3f} / {gt['p99_ms'] - dt['p99_ms']:.3f} |",
+        f"| MCP tools/call, c=16: p50 / p99 ms | {dm['p50_ms']:.3f} / {dm['p99_ms']:.3f} | {gm['p50_ms']:.3f} / {gm['p99_ms']:.3f} | {gm['p50_ms'] - dm['p50_ms']:.3f} / {gm['p99_ms'] - dm['p99_ms']:.3f} |",
+        f"| MCP tools/call, c=16: requests/s | {dm['rps']:.0f} | {gm['rps']:.0f} | {gm['rps'] / dm['rps'] * 100:.0f} % of direct |",
         f"| gateway CPU per request (saturation) | | {r['gateway_cpu_us_per_request']:.0f} µs | |",
         f"| gateway peak RSS | | {r['gateway_peak_rss_mib']:.1f} MiB | |",
-        f"| non-2xx replies (saturation / fixed rate) | {ds['requests'] - ds['ok']} / {df['requests'] - df['ok']} | {gs['requests'] - gs['ok']} / {gf['requests'] - gf['ok']} | |",
+        f"| non-2xx replies (saturation / fixed rate / MCP) | {ds['requests'] - ds['ok']} / {df['requests'] - df['ok']} / {dm['requests'] - dm['ok']} | {gs['requests'] - gs['ok']} / {gf['requests'] - gf['ok']} / {gm['requests'] - gm['ok']} | |",
     ]
     return "\n".join(rows) + f"\n\nMachine: {r['machine']}; {r['duration']} per run.\n"
 

@@ -136,6 +136,7 @@ mod tests {
             actas_required: false,
             actas_hmac_secret: Some("0123456789abcdef".into()),
             memo: std::sync::OnceLock::new(),
+            tool_memo: std::sync::RwLock::default(),
         }
     }
 

@@ -116,3 +116,37 @@ pub fn check(
         determining_policy: "default-deny".into(),
     })
 }
+
+/// A tool decision, memoized per agent when the request has no act-as identity.
+pub fn check_tool(
+    snap: &Compiled,
+    agent: &AgentEntry,
+    gateway: &GatewayEntry,
+    action: Action,
+    tool: &str,
+    context: &LazyContext,
+    memoize: bool,
+) -> Decision {
+    let code = match action {
+        Action::McpCall => 1,
+        Action::McpDiscover => 2,
+        _ => 0,
+    };
+    let key = (gateway.mcp_slot, code, tool.to_string());
+    if memoize {
+        let memo = agent.tool_memo.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(decision) = memo.get(&key) {
+            return decision.clone();
+        }
+    }
+    let uid = portcullis_shared::policy::uid(portcullis_shared::policy::Kind::Tool, tool);
+    let decision = check(snap, agent, gateway, action, &uid, context);
+    if memoize {
+        agent
+            .tool_memo
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, decision.clone());
+    }
+    decision
+}

@@ -9,7 +9,7 @@ pub mod upstream;
 
 use pingora::proxy::Session;
 use portcullis_shared::api::tools::ToolStatus;
-use portcullis_shared::policy::{self, Action, Kind};
+use portcullis_shared::policy::Action;
 use serde_json::{json, Value};
 
 use crate::error::{Denial, GatewayError};
@@ -220,15 +220,14 @@ async fn call(
         }
         Some(_) => {}
     }
-    let uid = policy::uid(Kind::Tool, name);
-    authz::check_memo(
+    authz::check_tool(
         rc.snap,
         rc.agent,
         rc.gateway,
         Action::McpCall,
-        &uid,
+        name,
         &rc.context,
-        None,
+        rc.memoize,
     )
     .map_err(|d| RpcError::denied(&d, rc.request_id))?;
     let extra = list::actas_headers(entry, rc)

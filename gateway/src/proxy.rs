@@ -175,8 +175,9 @@ async fn dispatch(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let is_mcp = matches!(route, Route::Mcp { .. });
-    // Memoized decisions assume the llm surface and no act-as identity.
-    let memoize = !act_as.present && !is_mcp;
+    // Memoized decisions hold for requests without an act-as identity (the rest of the context
+    // is fixed per gateway and surface, and each surface has its own slots).
+    let memoize = !act_as.present;
     let activity_id = activity_id(session)?;
     let surface = if is_mcp { "mcp" } else { "llm" };
     let context = LazyContext::new(RequestContext {
@@ -184,7 +185,11 @@ async fn dispatch(
         gateway_id: gateway.id.clone(),
         surface,
     });
-    let slot = memoize.then_some(gateway.slot);
+    let slot = memoize.then_some(if is_mcp {
+        gateway.mcp_slot
+    } else {
+        gateway.slot
+    });
     authz::check_memo(
         &snap,
         agent,

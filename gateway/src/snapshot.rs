@@ -43,8 +43,10 @@ pub struct GatewayEntry {
     pub name: String,
     pub state: GatewayState,
     pub uid: EntityUid,
-    /// This gateway's `gateway:access` decision slot.
+    /// This gateway's `gateway:access` decision slot (llm surface).
     pub slot: usize,
+    /// This gateway's `gateway:access` decision slot on the MCP surface.
+    pub mcp_slot: usize,
     /// What `model` may name on this gateway: attached pools and direct models, by name, each
     /// with its `llm:invoke` decision slot.
     pub targets: HashMap<String, (Target, usize)>,
@@ -172,6 +174,8 @@ pub struct AgentEntry {
     /// Decisions for requests without an act-as identity, by slot. They depend only on the
     /// agent, action, resource and gateway, so each is evaluated once per snapshot.
     pub memo: OnceLock<Box<[OnceLock<Decision>]>>,
+    /// Tool decisions without an act-as identity: (gateway slot, action, `connection/tool`).
+    pub tool_memo: std::sync::RwLock<HashMap<(usize, u8, String), Decision>>,
 }
 
 /// An authorization outcome.

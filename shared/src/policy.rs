@@ -111,8 +111,19 @@ pub fn action_uid(action: Action) -> EntityUid {
     EntityUid::from_type_name_and_id(type_name("Svc::Action"), EntityId::new(action.name()))
 }
 
+/// Parsed once per name; the names are this module's constants.
+fn type_name(name: &'static str) -> EntityTypeName {
+    static CACHE: OnceLock<std::sync::Mutex<HashMap<&'static str, EntityTypeName>>> =
+        OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut map = cache.lock().unwrap_or_else(|e| e.into_inner());
+    map.entry(name)
+        .or_insert_with(|| parse_type_name(name))
+        .clone()
+}
+
 #[allow(clippy::expect_used)] // constants of this module; `type_names_parse` checks each one
-fn type_name(name: &str) -> EntityTypeName {
+fn parse_type_name(name: &str) -> EntityTypeName {
     EntityTypeName::from_str(name).expect("the schema's type names parse")
 }
 

@@ -3,6 +3,7 @@
 //!
 //! `FakeLlm::openai().start()` answers every chat completion; `.status(500)` makes it fail;
 //! `.reply("text")` sets the content. Requests are recorded with their headers and body.
+//! It also answers MCP on `/mcp` (stateless, from memory), for load tests.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -89,7 +90,8 @@ impl FakeLlm {
         let router = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/chat/completions", post(chat))
-            .with_state(shared);
+            .with_state(shared)
+            .merge(crate::fake_mcp::stateless_router());
         (router, recorded)
     }
 

@@ -185,3 +185,26 @@ async fn handle(
     }
     response
 }
+
+/// A stateless MCP server answering from memory, for load tests: `initialize`, `tools/list`
+/// (one tool, `echo`) and `tools/call` in JSON, notifications with 202.
+pub fn stateless_router() -> Router {
+    Router::new().route("/mcp", post(stateless))
+}
+
+async fn stateless(body: axum::body::Bytes) -> Response {
+    let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, "not JSON").into_response();
+    };
+    let Some(id) = message.get("id").cloned() else {
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let result = match message["method"].as_str().unwrap_or_default() {
+        "initialize" => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "bench", "version": "1"}}),
+        "tools/list" => json!({"tools": [tool("echo")]}),
+        "tools/call" => json!({"content": [{"type": "text", "text": "ok"}]}),
+        "ping" => json!({}),
+        _ => return axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}})).into_response(),
+    };
+    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+}

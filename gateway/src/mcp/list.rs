@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::tools::ToolStatus;
-use portcullis_shared::policy::{self, Action, Kind};
+use portcullis_shared::policy::Action;
 use serde_json::{json, Value};
 
 use super::{discovery, RpcError};
@@ -165,18 +165,16 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Vec<Value> {
                 Some((status, message)) => (*status, message.clone()),
             };
             let full = format!("{}/{name}", tool.name);
-            let uid = policy::uid(Kind::Tool, &full);
-            if authz::check_memo(
+            let decision = authz::check_tool(
                 rc.snap,
                 rc.agent,
                 rc.gateway,
                 Action::McpDiscover,
-                &uid,
+                &full,
                 &rc.context,
-                None,
-            )
-            .is_err()
-            {
+                rc.memoize,
+            );
+            if decision.is_err() {
                 continue;
             }
             let mut t = t;

@@ -124,13 +124,23 @@ impl Session {
     }
 }
 
-/// Sessions by connection, keyed to the connection's fingerprint.
+/// Sessions by connection, keyed to the connection's fingerprint. Lookups take a plain lock;
+/// creating a session (which may start a process) is serialized separately.
 #[derive(Default)]
 pub struct Pool {
-    sessions: tokio::sync::Mutex<HashMap<String, (String, Arc<Session>)>>,
+    sessions: std::sync::Mutex<HashMap<String, (String, Arc<Session>)>>,
+    creating: tokio::sync::Mutex<()>,
 }
 
 impl Pool {
+    fn lookup(&self, tool: &ToolEntry) -> Option<Arc<Session>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions
+            .get(&tool.id)
+            .filter(|(fingerprint, session)| *fingerprint == tool.fingerprint && session.alive())
+            .map(|(_, session)| session.clone())
+    }
+
     pub async fn session(
         &self,
         gw: &Arc<Gateway>,
@@ -139,11 +149,12 @@ impl Pool {
         if let Some(why) = &tool.unavailable {
             return Err(UpstreamError::Transport(why.clone()));
         }
-        let mut sessions = self.sessions.lock().await;
-        if let Some((fingerprint, session)) = sessions.get(&tool.id) {
-            if *fingerprint == tool.fingerprint && session.alive() {
-                return Ok(session.clone());
-            }
+        if let Some(session) = self.lookup(tool) {
+            return Ok(session);
+        }
+        let _creating = self.creating.lock().await;
+        if let Some(session) = self.lookup(tool) {
+            return Ok(session);
         }
         let session = Arc::new(match &tool.transport {
             ToolTransport::Http { url, headers, .. } => {
@@ -165,6 +176,7 @@ impl Pool {
                 )
             }
         });
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions.insert(tool.id.clone(), (tool.fingerprint.clone(), session.clone()));
         Ok(session)
     }

@@ -131,6 +131,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
     };
     for g in &snap.gateways {
         let gateway_slot = next_slot();
+        let mcp_slot = next_slot();
         let mut targets = HashMap::new();
         let mut target_names = Vec::new();
         for id in &g.pool_ids {
@@ -199,6 +200,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
                 state: g.state,
                 uid: policy::uid(Kind::Gateway, &g.gateway_id),
                 slot: gateway_slot,
+                mcp_slot,
                 tool_sources,
                 tool_members,
                 tool_connections,
@@ -243,6 +245,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
                 .as_ref()
                 .and_then(|s| s.0.get("secret").cloned()),
             memo: std::sync::OnceLock::new(),
+            tool_memo: std::sync::RwLock::default(),
         });
     }
 

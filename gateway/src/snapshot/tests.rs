@@ -110,8 +110,8 @@ fn a_good_snapshot_compiles_into_routing_and_credentials() {
     );
     assert_eq!(compiled.keys["abc"], 0);
     assert_eq!(
-        compiled.slots, 3,
-        "one slot for the gateway, one per target"
+        compiled.slots, 4,
+        "two slots for the gateway (llm, mcp), one per target"
     );
 }
 

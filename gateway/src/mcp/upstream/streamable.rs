@@ -20,7 +20,10 @@ struct State {
 pub struct HttpSession {
     url: reqwest::Url,
     headers: Vec<(HeaderName, HeaderValue)>,
-    state: tokio::sync::Mutex<Option<State>>,
+    /// The initialized session, read on every call.
+    state: std::sync::Mutex<Option<State>>,
+    /// Serializes the handshake.
+    init: tokio::sync::Mutex<()>,
     next_id: AtomicI64,
 }
 
@@ -29,7 +32,8 @@ impl HttpSession {
         Self {
             url,
             headers,
-            state: tokio::sync::Mutex::new(None),
+            state: std::sync::Mutex::new(None),
+            init: tokio::sync::Mutex::new(()),
             next_id: AtomicI64::new(1),
         }
     }
@@ -47,7 +51,7 @@ impl HttpSession {
             let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
             match self.post(gw, &state, &message, extra, Some(id)).await {
                 Err(UpstreamError::SessionExpired) if attempt == 0 => {
-                    let mut guard = self.state.lock().await;
+                    let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
                     if guard.as_ref().map(|s| &s.session_id) == Some(&state.session_id) {
                         *guard = None;
                     }
@@ -61,15 +65,22 @@ impl HttpSession {
         ))
     }
 
+    fn current(&self) -> Option<State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Initializes once (concurrent callers wait for the same handshake).
     async fn ensure(
         &self,
         gw: &Gateway,
         extra: &[(HeaderName, HeaderValue)],
     ) -> Result<State, UpstreamError> {
-        let mut guard = self.state.lock().await;
-        if let Some(state) = guard.as_ref() {
-            return Ok(state.clone());
+        if let Some(state) = self.current() {
+            return Ok(state);
+        }
+        let _init = self.init.lock().await;
+        if let Some(state) = self.current() {
+            return Ok(state);
         }
         let fresh = State {
             session_id: None,
@@ -89,7 +100,7 @@ impl HttpSession {
         };
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         self.post(gw, &state, &note, extra, None).await?;
-        *guard = Some(state.clone());
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(state.clone());
         Ok(state)
     }
 
