@@ -1,4 +1,5 @@
-//! One module per resource group; each turns its flags into requests.
+//! One module per resource group; each turns its flags into typed requests and prints the
+//! reply.
 
 mod admin;
 mod agents;
@@ -9,8 +10,11 @@ mod pools;
 mod rules;
 mod tools;
 
+use serde_json::Value;
+
 use crate::args::Command;
 use crate::ctx::Ctx;
+use crate::output;
 
 pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
     match command {
@@ -25,10 +29,15 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
         Command::PlatformKey(c) => admin::platform_key(ctx, c).await,
         Command::Identity => admin::identity(ctx).await,
         Command::Workspaces => admin::workspaces(ctx).await,
-        Command::Up(_) => unreachable_up(),
+        Command::Up(_) => anyhow::bail!("`up` runs without a control-plane connection"),
     }
 }
 
-fn unreachable_up() -> anyhow::Result<()> {
-    anyhow::bail!("`up` runs without a control-plane connection")
+/// Prints a JSON reply with `--json`, otherwise a one-line confirmation.
+pub fn done(ctx: &Ctx, reply: &Value, message: &str) {
+    if ctx.json {
+        output::json(reply);
+    } else {
+        output::line(message);
+    }
 }

@@ -1,4 +1,5 @@
-//! `portcullis`: every management operation as a subcommand, and `portcullis up`.
+//! `portcullis`: every management operation of the control-plane API as a subcommand, and
+//! `portcullis up`.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -9,23 +10,27 @@ mod output;
 mod parse;
 mod up;
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
 use args::{Cli, Command};
 
 #[tokio::main]
-async fn main() {
+async fn main() -> ExitCode {
     portcullis_gateway::install_crypto_provider();
     let cli = Cli::parse();
     let result = match cli.command {
+        // Commands that need no control-plane connection.
         Command::Up(args) => up::run(args).await,
-        command => match ctx::Ctx::connect(&cli.global).await {
+        // Everything else talks to the control plane with a platform key.
+        command => match ctx::Ctx::connect(&cli.global) {
             Ok(ctx) => commands::run(&ctx, command).await,
             Err(e) => Err(e),
         },
     };
-    if let Err(e) = result {
-        eprintln!("error: {}", output::describe(&e));
-        std::process::exit(1);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => output::fail(&e),
     }
 }

@@ -1,7 +1,16 @@
-//! Parsing of the compact flag forms: `NAME=VALUE`, `MODEL[:WEIGHT[:PRIORITY]]`, and the
-//! API-key header per provider.
+//! Parsing of the compact flag forms: `NAME=VALUE`, `MODEL[:WEIGHT[:PRIORITY]]`, the API-key
+//! header per provider, and the enum values clap checks (a bad one is a usage error).
+
+use std::collections::BTreeMap;
 
 use anyhow::{anyhow, bail};
+use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
+use portcullis_shared::api::gateways::GatewayState;
+use portcullis_shared::api::pools::PoolStrategy;
+use portcullis_shared::api::rules::BundleScope;
+use portcullis_shared::api::workspace::{Permission, Role};
+use portcullis_shared::api::{AuthMethod, CredentialType};
+use portcullis_shared::provider::{self, SecretShape};
 use serde_json::{Map, Value};
 
 /// `NAME=VALUE`; the value may itself contain `=`.
@@ -15,6 +24,7 @@ pub fn pair(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
     Ok((k.to_string(), v.to_string()))
 }
 
+/// Repeated `NAME=VALUE` flags as a JSON object; a later NAME wins.
 pub fn pairs(flag: &str, items: &[String]) -> anyhow::Result<Map<String, Value>> {
     let mut map = Map::new();
     for item in items {
@@ -24,13 +34,18 @@ pub fn pairs(flag: &str, items: &[String]) -> anyhow::Result<Map<String, Value>>
     Ok(map)
 }
 
-/// `MODEL[:WEIGHT[:PRIORITY]]` → (model, weight, priority).
+/// Repeated `NAME=VALUE` flags as a string map; a later NAME wins.
+pub fn string_map(flag: &str, items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    items.iter().map(|item| pair(flag, item)).collect()
+}
+
+/// `MODEL[:WEIGHT[:PRIORITY]]` → (model, weight, priority); an empty part means the default.
 pub fn member(text: &str) -> anyhow::Result<(String, Option<u32>, Option<u32>)> {
     let mut parts = text.split(':');
     let model = parts
         .next()
         .filter(|m| !m.is_empty())
-        .ok_or_else(|| anyhow!("--member needs a model"))?;
+        .ok_or_else(|| anyhow!("--member takes MODEL[:WEIGHT[:PRIORITY]], got '{text}'"))?;
     let number = |p: Option<&str>, what: &str| -> anyhow::Result<Option<u32>> {
         p.filter(|s| !s.is_empty())
             .map(|s| {
@@ -47,17 +62,17 @@ pub fn member(text: &str) -> anyhow::Result<(String, Option<u32>, Option<u32>)> 
     Ok((model.to_string(), weight, priority))
 }
 
-/// The secret a provider's API key is stored as: its header and scheme.
-pub fn api_key_secret(provider: &str, key: &str) -> anyhow::Result<(String, String)> {
-    let p = portcullis_shared::provider::find(provider).ok_or_else(|| {
+/// The secret a provider's API key is stored as: its header, and the value with the scheme.
+pub fn api_key_secret(provider_id: &str, key: &str) -> anyhow::Result<(String, String)> {
+    let p = provider::find(provider_id).ok_or_else(|| {
         anyhow!(
-            "unknown provider '{provider}'; known: {}",
-            portcullis_shared::provider::known_ids()
+            "unknown provider '{provider_id}'; known: {}",
+            provider::known_ids()
         )
     })?;
-    if let portcullis_shared::provider::SecretShape::Fields(fields) = p.secret_shape {
+    if let SecretShape::Fields(fields) = p.secret_shape {
         bail!(
-            "provider {provider} takes cloud credentials, not an API key; use --secret with {}",
+            "provider {provider_id} takes cloud credentials, not an API key; use --secret with {}",
             fields.join(", ")
         );
     }
@@ -65,26 +80,92 @@ pub fn api_key_secret(provider: &str, key: &str) -> anyhow::Result<(String, Stri
     Ok((header.to_string(), format!("{scheme}{key}")))
 }
 
+/// A clap value parser for one of the shared API enums, by its `parse`.
+macro_rules! enum_parser {
+    ($name:ident, $ty:ty, [$($value:literal),+ $(,)?]) => {
+        pub fn $name(s: &str) -> Result<$ty, String> {
+            <$ty>::parse(s).ok_or_else(|| {
+                format!("'{s}' is not one of: {}", [$($value),+].join(", "))
+            })
+        }
+    };
+}
+
+enum_parser!(auth_method, AuthMethod, ["none", "api-key", "oauth"]);
+enum_parser!(
+    credential_type,
+    CredentialType,
+    ["none", "shared", "per-user"]
+);
+enum_parser!(
+    strategy,
+    PoolStrategy,
+    ["round_robin", "weighted", "priority"]
+);
+enum_parser!(gateway_state, GatewayState, ["active", "disabled"]);
+enum_parser!(
+    agent_status,
+    AgentStatus,
+    ["active", "suspended", "provisioned", "revoked"]
+);
+enum_parser!(bundle_scope, BundleScope, ["workspace", "gateway", "agent"]);
+enum_parser!(role, Role, ["admin", "operator", "viewer"]);
+enum_parser!(actas_method, ActAsMethod, ["none", "oidc", "hmac", "bound"]);
+
+/// A permission name (`gateway.view`, `agents.register`, …).
+pub fn permission(s: &str) -> Result<Permission, String> {
+    Permission::parse(s).ok_or_else(|| {
+        let all: Vec<&str> = Permission::ALL.iter().map(|p| p.as_str()).collect();
+        format!("'{s}' is not one of: {}", all.join(", "))
+    })
+}
+
+/// An act-as method, or `""` (which clears it on update).
+pub fn actas_method_text(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Ok(String::new());
+    }
+    actas_method(s).map(|m| m.as_str().to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn pairs_keep_equals_in_values() {
+    fn secrets_keep_equals_in_values() {
         assert_eq!(
             pair("secret", "Authorization=Bearer a=b").unwrap(),
             ("Authorization".into(), "Bearer a=b".into())
         );
+        assert_eq!(pair("secret", "X=").unwrap(), ("X".into(), String::new()));
         assert!(pair("secret", "novalue").is_err());
-        assert!(pair("attr", "=x").is_err());
+        assert!(pair("secret", "=x").is_err());
+    }
+
+    #[test]
+    fn attrs_become_a_map_and_later_names_win() {
+        let map = string_map(
+            "attr",
+            &["team=blue".into(), "tier=1".into(), "team=red".into()],
+        )
+        .unwrap();
+        assert_eq!(map.len(), 2);
+        assert_eq!(map["team"], "red");
+        assert_eq!(map["tier"], "1");
+        assert!(string_map("attr", &["bad".into()]).is_err());
+        assert!(string_map("attr", &[]).unwrap().is_empty());
     }
 
     #[test]
     fn members() {
         assert_eq!(member("gpt").unwrap(), ("gpt".into(), None, None));
         assert_eq!(member("gpt:3").unwrap(), ("gpt".into(), Some(3), None));
+        assert_eq!(member("gpt:3:1").unwrap(), ("gpt".into(), Some(3), Some(1)));
         assert_eq!(member("gpt::2").unwrap(), ("gpt".into(), None, Some(2)));
         assert!(member("gpt:x").is_err());
+        assert!(member("gpt:1:-1").is_err());
+        assert!(member(":1").is_err());
         assert!(member("a:1:2:3").is_err());
     }
 
@@ -95,10 +176,55 @@ mod tests {
             ("Authorization".into(), "Bearer sk".into())
         );
         assert_eq!(
+            api_key_secret("openai_compatible", "sk").unwrap(),
+            ("Authorization".into(), "Bearer sk".into())
+        );
+        assert_eq!(
             api_key_secret("anthropic", "k").unwrap(),
             ("x-api-key".into(), "k".into())
         );
+        assert_eq!(
+            api_key_secret("google", "g").unwrap(),
+            ("x-goog-api-key".into(), "g".into())
+        );
         assert!(api_key_secret("bedrock", "k").is_err());
         assert!(api_key_secret("nope", "k").is_err());
+    }
+
+    #[test]
+    fn every_header_provider_takes_an_api_key() {
+        for p in provider::PROVIDERS {
+            let result = api_key_secret(p.id, "k");
+            match p.secret_shape {
+                SecretShape::Headers => {
+                    let (header, value) = result.unwrap();
+                    assert_eq!(header, p.api_key_header.0);
+                    assert_eq!(value, format!("{}k", p.api_key_header.1));
+                }
+                SecretShape::Fields(_) => assert!(result.is_err(), "{}", p.id),
+            }
+        }
+    }
+
+    #[test]
+    fn enum_values_round_trip() {
+        for s in ["none", "api-key", "oauth"] {
+            assert_eq!(auth_method(s).unwrap().as_str(), s);
+        }
+        for s in ["none", "shared", "per-user"] {
+            assert_eq!(credential_type(s).unwrap().as_str(), s);
+        }
+        for s in ["round_robin", "weighted", "priority"] {
+            assert_eq!(strategy(s).unwrap().as_str(), s);
+        }
+        assert!(strategy("random").unwrap_err().contains("round_robin"));
+        assert_eq!(
+            permission("gateways.view").unwrap(),
+            Permission::GatewayView
+        );
+        assert!(permission("x").is_err());
+        assert_eq!(actas_method_text("").unwrap(), "");
+        assert_eq!(actas_method_text("oidc").unwrap(), "oidc");
+        assert!(actas_method_text("saml").is_err());
     }
 }

@@ -1,94 +1,111 @@
-//! `portcullis gateway …`
+//! `portcullis gateway …`: gateways, their members and access grants.
 
-use serde_json::json;
+use portcullis_shared::api::gateways::*;
+use portcullis_shared::api::service::MGMT;
+use portcullis_shared::api::Empty;
 
-use super::models::done;
 use crate::args::GatewayCmd;
-use crate::ctx::{Ctx, Kind};
-use crate::output;
-
-const FIELDS: &[(&str, &str)] = &[
-    ("name", "/gateway/name"),
-    ("gateway_id", "/gateway/gateway_id"),
-    ("state", "/gateway/state"),
-    ("default", "/gateway/is_default"),
-    ("members", "/gateway/members"),
-    ("agents", "/gateway/agent_ids"),
-    ("all agents", "/gateway/all_agents"),
-    ("url", "/gateway/endpoints/url"),
-    ("openai base url", "/gateway/endpoints/openai_base_url"),
-    ("mcp url", "/gateway/endpoints/mcp_url"),
-];
+use crate::ctx::{Ctx, Kind, Reply};
+use crate::output::{self, Lines};
 
 pub async fn run(ctx: &Ctx, cmd: GatewayCmd) -> anyhow::Result<()> {
+    let workspace_id = ctx.ws().await?;
     let gw = |name: String| async move { ctx.resolve(Kind::Gateway, &name).await };
-    let reply = match cmd {
+    let reply: Reply<GatewayResponse> = match cmd {
         GatewayCmd::Create { name, description } => {
-            ctx.mgmt(
-                "CreateGateway",
-                json!({"name": name, "description": description}),
-            )
-            .await?
+            let req = CreateGatewayRequest {
+                workspace_id,
+                name,
+                description,
+            };
+            ctx.send(MGMT, "CreateGateway", &req).await?
         }
         GatewayCmd::Update {
             gateway,
             name,
             description,
         } => {
-            let mut body = json!({"gateway_id": gw(gateway).await?});
-            if let Some(n) = name {
-                body["name"] = json!(n);
-            }
-            if let Some(d) = description {
-                body["description"] = json!(d);
-            }
-            ctx.mgmt("UpdateGateway", body).await?
+            let req = UpdateGatewayRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+                name,
+                description,
+            };
+            ctx.send(MGMT, "UpdateGateway", &req).await?
         }
         GatewayCmd::Get { gateway } => {
-            ctx.mgmt("GetGateway", json!({"gateway_id": gw(gateway).await?}))
-                .await?
+            let req = GatewayIdRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+            };
+            ctx.send(MGMT, "GetGateway", &req).await?
         }
         GatewayCmd::List => {
-            let reply = ctx.mgmt("ListGateways", json!({})).await?;
-            output::list(
-                ctx.json,
-                &reply,
-                "gateways",
-                &["/name", "/gateway_id", "/state", "/is_default"],
-            );
+            let req = ListGatewaysRequest { workspace_id };
+            let reply: Reply<ListGatewaysResponse> = ctx.send(MGMT, "ListGateways", &req).await?;
+            ctx.print(&reply, |r| table(&r.gateways));
             return Ok(());
         }
         GatewayCmd::Remove { gateway } => {
-            let reply = ctx
-                .mgmt(
-                    "DeleteGateway",
-                    json!({"gateway_id": gw(gateway.clone()).await?}),
-                )
-                .await?;
-            done(ctx, &reply, &format!("Removed gateway {gateway}."));
+            let req = GatewayIdRequest {
+                workspace_id,
+                gateway_id: gw(gateway.clone()).await?,
+            };
+            let reply: Reply<Empty> = ctx.send(MGMT, "DeleteGateway", &req).await?;
+            ctx.done(&reply, &format!("Removed gateway {gateway}."));
             return Ok(());
         }
         GatewayCmd::State { gateway, state } => {
-            ctx.mgmt(
-                "SetGatewayState",
-                json!({"gateway_id": gw(gateway).await?, "state": state}),
-            )
-            .await?
+            let req = SetGatewayStateRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+                state,
+            };
+            ctx.send(MGMT, "SetGatewayState", &req).await?
         }
         GatewayCmd::Default { gateway } => {
-            ctx.mgmt(
-                "SetDefaultGateway",
-                json!({"gateway_id": gw(gateway).await?}),
-            )
-            .await?
+            let req = GatewayIdRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+            };
+            ctx.send(MGMT, "SetDefaultGateway", &req).await?
         }
         GatewayCmd::ModelAdd { gateway, model } => {
-            let body = json!({"gateway_id": gw(gateway).await?, "connection_id": ctx.resolve(Kind::Model, &model).await?});
-            ctx.mgmt("AddGatewayModel", body).await?
+            let req = AddGatewayModelRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+                connection_id: ctx.resolve(Kind::Model, &model).await?,
+            };
+            ctx.send(MGMT, "AddGatewayModel", &req).await?
         }
         GatewayCmd::PoolAdd { gateway, pool } => {
-            let body = json!({"gateway_id": gw(gateway).await?, "pool_id": ctx.resolve(Kind::Pool, &pool).await?});
-            ctx.mgmt("AddGatewayPool", body).await?
+            let req = AddGatewayPoolRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+                pool_id: ctx.resolve(Kind::Pool, &pool).await?,
+            };
+            ctx.send(MGMT, "AddGatewayPool", &req).await?
+        }
+        GatewayCmd::ToolAdd {
+            gateway,
+            tool,
+            operation,
+        } => {
+            let req = AddGatewayToolRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+                connection_id: ctx.resolve(Kind::Tool, &tool).await?,
+                tool: operation,
+            };
+            ctx.send(MGMT, "AddGatewayTool", &req).await?
+        }
+        GatewayCmd::ToolSourceAdd { gateway, tool } => {
+            let req = AddGatewayToolSourceRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+                connection_id: ctx.resolve(Kind::Tool, &tool).await?,
+            };
+            ctx.send(MGMT, "AddGatewayToolSource", &req).await?
         }
         GatewayCmd::MemberRemove {
             gateway,
@@ -97,32 +114,22 @@ pub async fn run(ctx: &Ctx, cmd: GatewayCmd) -> anyhow::Result<()> {
             tool,
             operation,
         } => {
-            let mut body = json!({"gateway_id": gw(gateway).await?});
+            let mut req = RemoveGatewayMemberRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+                ..RemoveGatewayMemberRequest::default()
+            };
             if let Some(m) = model {
-                body["connection_id"] = json!(ctx.resolve(Kind::Model, &m).await?);
+                req.connection_id = Some(ctx.resolve(Kind::Model, &m).await?);
             }
             if let Some(p) = pool {
-                body["pool_id"] = json!(ctx.resolve(Kind::Pool, &p).await?);
+                req.pool_id = Some(ctx.resolve(Kind::Pool, &p).await?);
             }
             if let Some(t) = tool {
-                body["connection_id"] = json!(ctx.resolve(Kind::Tool, &t).await?);
-                if let Some(op) = operation {
-                    body["tool"] = json!(op);
-                }
+                req.connection_id = Some(ctx.resolve(Kind::Tool, &t).await?);
+                req.tool = operation;
             }
-            ctx.mgmt("RemoveGatewayMember", body).await?
-        }
-        GatewayCmd::ToolAdd {
-            gateway,
-            tool,
-            operation,
-        } => {
-            let body = json!({"gateway_id": gw(gateway).await?, "connection_id": ctx.resolve(Kind::Tool, &tool).await?, "tool": operation});
-            ctx.mgmt("AddGatewayTool", body).await?
-        }
-        GatewayCmd::ToolSourceAdd { gateway, tool } => {
-            let body = json!({"gateway_id": gw(gateway).await?, "connection_id": ctx.resolve(Kind::Tool, &tool).await?});
-            ctx.mgmt("AddGatewayToolSource", body).await?
+            ctx.send(MGMT, "RemoveGatewayMember", &req).await?
         }
         GatewayCmd::Access {
             gateway,
@@ -130,22 +137,77 @@ pub async fn run(ctx: &Ctx, cmd: GatewayCmd) -> anyhow::Result<()> {
             grant,
             revoke: _,
         } => {
-            let body =
-                json!({"gateway_id": gw(gateway).await?, "agent_id": agent, "granted": grant});
-            ctx.mgmt("SetGatewayAgentAccess", body).await?
+            let req = SetGatewayAgentAccessRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+                agent_id: agent,
+                granted: grant,
+            };
+            ctx.send(MGMT, "SetGatewayAgentAccess", &req).await?
         }
         GatewayCmd::AllAgents {
             gateway,
             grant,
             revoke: _,
         } => {
-            ctx.mgmt(
-                "SetGatewayAllAgentsAccess",
-                json!({"gateway_id": gw(gateway).await?, "granted": grant}),
-            )
-            .await?
+            let req = SetGatewayAllAgentsAccessRequest {
+                workspace_id,
+                gateway_id: gw(gateway).await?,
+                granted: grant,
+            };
+            ctx.send(MGMT, "SetGatewayAllAgentsAccess", &req).await?
         }
     };
-    output::show(ctx.json, &reply, FIELDS);
+    ctx.print(&reply, |r| show(&r.gateway));
     Ok(())
+}
+
+fn member_text(members: &[GatewayMember]) -> String {
+    let list: Vec<String> = members
+        .iter()
+        .map(|m| match (m.kind, &m.tool) {
+            (MemberKind::Tool, Some(tool)) => format!("tool {}/{tool}", m.name),
+            (MemberKind::ToolSource, _) => format!("tools {}/*", m.name),
+            (kind, _) => format!("{} {}", kind.as_str(), m.name),
+        })
+        .collect();
+    output::join(&list)
+}
+
+fn show(g: &Gateway) {
+    let e = g.endpoints.as_ref();
+    Lines::new()
+        .add("name", &g.name)
+        .add("gateway_id", &g.gateway_id)
+        .add("description", &g.description)
+        .add("state", g.state.as_str())
+        .add("default", output::yes(g.is_default))
+        .add("members", member_text(&g.members))
+        .add("all agents", output::yes(g.all_agents))
+        .add("agents", output::join(&g.agent_ids))
+        .add(
+            "url",
+            e.map_or("- (no deployment with a public URL yet)", |e| &e.url),
+        )
+        .opt("openai base url", e.map(|e| &e.openai_base_url))
+        .opt("anthropic base url", e.map(|e| &e.anthropic_base_url))
+        .opt("mcp url", e.map(|e| &e.mcp_url))
+        .print();
+}
+
+fn table(gateways: &[Gateway]) {
+    let rows = gateways
+        .iter()
+        .map(|g| {
+            vec![
+                g.name.clone(),
+                g.gateway_id.clone(),
+                g.state.as_str().to_string(),
+                output::yes(g.is_default).to_string(),
+                g.members.len().to_string(),
+                g.endpoints.as_ref().map_or("-", |e| &e.url).to_string(),
+            ]
+        })
+        .collect();
+    output::table(&["name", "id", "state", "default", "members", "url"], rows);
 }

@@ -1,89 +1,115 @@
-//! `portcullis key …`
+//! `portcullis key …`: agent API keys. Create, ensure and rotate print the token once.
 
-use serde_json::json;
+use portcullis_shared::api::agents::*;
+use portcullis_shared::api::service::AGENTS;
+use portcullis_shared::api::Empty;
 
-use super::models::done;
 use crate::args::KeyCmd;
-use crate::ctx::{Ctx, Kind};
-use crate::output;
-
-const ISSUED: &[(&str, &str)] = &[
-    ("key", "/key/name"),
-    ("key_id", "/key/key_id"),
-    ("gateway_id", "/gateway_id"),
-    ("url", "/endpoints/url"),
-    ("openai base url", "/endpoints/openai_base_url"),
-    ("anthropic base url", "/endpoints/anthropic_base_url"),
-    ("mcp url", "/endpoints/mcp_url"),
-];
+use crate::ctx::{Ctx, Reply};
+use crate::output::{self, Lines};
 
 pub async fn run(ctx: &Ctx, cmd: KeyCmd) -> anyhow::Result<()> {
-    let gateway = |g: Option<String>| async move {
-        match g {
-            Some(g) => ctx.resolve(Kind::Gateway, &g).await.map(Some),
-            None => Ok(None),
-        }
-    };
-    let reply = match cmd {
+    let workspace_id = ctx.ws().await?;
+    let reply: Reply<IssuedAgentKey> = match cmd {
         KeyCmd::Create {
             agent,
             name,
-            gateway: g,
+            gateway,
         } => {
-            ctx.agents(
-                "CreateAgentKey",
-                json!({"agent_id": agent, "name": name, "gateway_id": gateway(g).await?}),
-            )
-            .await?
+            let req = CreateAgentKeyRequest {
+                workspace_id,
+                agent_id: agent,
+                name,
+                gateway_id: ctx.gateway_opt(gateway).await?,
+            };
+            ctx.send(AGENTS, "CreateAgentKey", &req).await?
         }
         KeyCmd::Ensure {
             agent,
             name,
-            gateway: g,
+            gateway,
         } => {
-            ctx.agents(
-                "EnsureAgentKey",
-                json!({"agent_id": agent, "name": name, "gateway_id": gateway(g).await?}),
-            )
-            .await?
+            let req = CreateAgentKeyRequest {
+                workspace_id,
+                agent_id: agent,
+                name,
+                gateway_id: ctx.gateway_opt(gateway).await?,
+            };
+            ctx.send(AGENTS, "EnsureAgentKey", &req).await?
         }
         KeyCmd::Rotate {
             agent,
             name,
-            gateway: g,
+            gateway,
         } => {
-            ctx.agents(
-                "RotateAgentKey",
-                json!({"agent_id": agent, "key_name": name, "gateway_id": gateway(g).await?}),
-            )
-            .await?
+            let req = RotateAgentKeyRequest {
+                workspace_id,
+                agent_id: agent,
+                key_name: name,
+                gateway_id: ctx.gateway_opt(gateway).await?,
+            };
+            ctx.send(AGENTS, "RotateAgentKey", &req).await?
         }
         KeyCmd::Revoke { agent, name } => {
-            let reply = ctx
-                .agents(
-                    "RevokeAgentKey",
-                    json!({"agent_id": agent, "key_name": name}),
-                )
-                .await?;
-            done(ctx, &reply, &format!("Revoked key {name} of {agent}."));
+            let req = RevokeAgentKeyRequest {
+                workspace_id,
+                agent_id: agent.clone(),
+                key_name: name.clone(),
+            };
+            let reply: Reply<Empty> = ctx.send(AGENTS, "RevokeAgentKey", &req).await?;
+            ctx.done(&reply, &format!("Revoked key {name} of agent {agent}."));
             return Ok(());
         }
         KeyCmd::List { agent } => {
-            let reply = ctx
-                .agents("ListAgentKeys", json!({"agent_id": agent}))
-                .await?;
-            output::list(
-                ctx.json,
-                &reply,
-                "keys",
-                &["/name", "/key_id", "/prefix", "/gateway_id", "/created_at"],
-            );
+            let req = ListAgentKeysRequest {
+                workspace_id,
+                agent_id: agent,
+            };
+            let reply: Reply<ListAgentKeysResponse> =
+                ctx.send(AGENTS, "ListAgentKeys", &req).await?;
+            ctx.print(&reply, |r| table(&r.keys));
             return Ok(());
         }
     };
-    output::secret(ctx.json, &reply, "API key", "/token");
-    if !ctx.json {
-        output::show(false, &reply, ISSUED);
-    }
+    ctx.print(&reply, issued);
     Ok(())
+}
+
+fn issued(k: &IssuedAgentKey) {
+    output::secret("API key", &k.token);
+    let e = k.endpoints.as_ref();
+    Lines::new()
+        .add("key", &k.key.name)
+        .add("key_id", &k.key.key_id)
+        .add("agent_id", &k.key.agent_id)
+        .opt(
+            "action",
+            k.created.map(|c| if c { "created" } else { "rotated" }),
+        )
+        .add("gateway_id", k.gateway_id.as_deref().unwrap_or("-"))
+        .opt("url", e.map(|e| &e.url))
+        .opt("openai base url", e.map(|e| &e.openai_base_url))
+        .opt("anthropic base url", e.map(|e| &e.anthropic_base_url))
+        .opt("mcp url", e.map(|e| &e.mcp_url))
+        .print();
+}
+
+fn table(keys: &[AgentKey]) {
+    let rows = keys
+        .iter()
+        .map(|k| {
+            vec![
+                k.name.clone(),
+                k.key_id.clone(),
+                format!("{}…", k.prefix),
+                k.gateway_id.clone().unwrap_or_else(|| "-".into()),
+                k.created_at.clone(),
+                k.rotated_at.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    output::table(
+        &["name", "id", "prefix", "gateway", "created", "rotated"],
+        rows,
+    );
 }

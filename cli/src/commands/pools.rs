@@ -1,49 +1,43 @@
-//! `portcullis pool …`
+//! `portcullis pool …`: model pools.
 
-use serde_json::{json, Value};
+use portcullis_shared::api::pools::*;
+use portcullis_shared::api::service::MGMT;
+use portcullis_shared::api::Empty;
 
-use super::models::done;
 use crate::args::PoolCmd;
-use crate::ctx::{Ctx, Kind};
-use crate::{output, parse};
+use crate::ctx::{Ctx, Kind, Reply};
+use crate::output::{self, Lines};
+use crate::parse;
 
-const FIELDS: &[(&str, &str)] = &[
-    ("name", "/pool/name"),
-    ("pool_id", "/pool/pool_id"),
-    ("strategy", "/pool/strategy"),
-    ("members", "/pool/members"),
-    ("gateways", "/pool/gateways"),
-];
-
-async fn members(ctx: &Ctx, specs: &[String]) -> anyhow::Result<Vec<Value>> {
-    let mut out = Vec::new();
+/// `--member MODEL[:WEIGHT[:PRIORITY]]` flags, models resolved to ids.
+async fn members(ctx: &Ctx, specs: &[String]) -> anyhow::Result<Vec<PoolMemberInput>> {
+    let mut out = Vec::with_capacity(specs.len());
     for spec in specs {
         let (model, weight, priority) = parse::member(spec)?;
-        let id = ctx.resolve(Kind::Model, &model).await?;
-        let mut m = json!({"connection_id": id});
-        if let Some(w) = weight {
-            m["weight"] = json!(w);
-        }
-        if let Some(p) = priority {
-            m["priority"] = json!(p);
-        }
-        out.push(m);
+        out.push(PoolMemberInput {
+            connection_id: ctx.resolve(Kind::Model, &model).await?,
+            weight,
+            priority,
+        });
     }
     Ok(out)
 }
 
 pub async fn run(ctx: &Ctx, cmd: PoolCmd) -> anyhow::Result<()> {
-    let reply = match cmd {
+    let workspace_id = ctx.ws().await?;
+    let reply: Reply<PoolResponse> = match cmd {
         PoolCmd::Create {
             name,
             strategy,
             members: specs,
         } => {
-            let mut body = json!({"name": name, "members": members(ctx, &specs).await?});
-            if let Some(s) = strategy {
-                body["strategy"] = json!(s);
-            }
-            ctx.mgmt("CreateLLMPool", body).await?
+            let req = CreateLLMPoolRequest {
+                workspace_id,
+                name,
+                strategy,
+                members: members(ctx, &specs).await?,
+            };
+            ctx.send(MGMT, "CreateLLMPool", &req).await?
         }
         PoolCmd::Update {
             pool,
@@ -51,43 +45,39 @@ pub async fn run(ctx: &Ctx, cmd: PoolCmd) -> anyhow::Result<()> {
             strategy,
             members: specs,
         } => {
-            let mut body = json!({"pool_id": ctx.resolve(Kind::Pool, &pool).await?});
-            if let Some(n) = name {
-                body["name"] = json!(n);
-            }
-            if let Some(s) = strategy {
-                body["strategy"] = json!(s);
-            }
-            if !specs.is_empty() {
-                body["members"] = json!(members(ctx, &specs).await?);
-            }
-            ctx.mgmt("UpdateLLMPool", body).await?
+            let req = UpdateLLMPoolRequest {
+                workspace_id,
+                pool_id: ctx.resolve(Kind::Pool, &pool).await?,
+                name,
+                strategy,
+                members: if specs.is_empty() {
+                    None
+                } else {
+                    Some(members(ctx, &specs).await?)
+                },
+            };
+            ctx.send(MGMT, "UpdateLLMPool", &req).await?
         }
         PoolCmd::Get { pool } => {
-            ctx.mgmt(
-                "GetLLMPool",
-                json!({"pool_id": ctx.resolve(Kind::Pool, &pool).await?}),
-            )
-            .await?
+            let req = PoolIdRequest {
+                workspace_id,
+                pool_id: ctx.resolve(Kind::Pool, &pool).await?,
+            };
+            ctx.send(MGMT, "GetLLMPool", &req).await?
         }
         PoolCmd::List => {
-            let reply = ctx.mgmt("ListLLMPools", json!({})).await?;
-            output::list(
-                ctx.json,
-                &reply,
-                "pools",
-                &["/name", "/pool_id", "/strategy", "/members"],
-            );
+            let req = ListLLMPoolsRequest { workspace_id };
+            let reply: Reply<ListLLMPoolsResponse> = ctx.send(MGMT, "ListLLMPools", &req).await?;
+            ctx.print(&reply, |r| table(&r.pools));
             return Ok(());
         }
         PoolCmd::Remove { pool } => {
-            let reply = ctx
-                .mgmt(
-                    "DeleteLLMPool",
-                    json!({"pool_id": ctx.resolve(Kind::Pool, &pool).await?}),
-                )
-                .await?;
-            done(ctx, &reply, &format!("Removed pool {pool}."));
+            let req = PoolIdRequest {
+                workspace_id,
+                pool_id: ctx.resolve(Kind::Pool, &pool).await?,
+            };
+            let reply: Reply<Empty> = ctx.send(MGMT, "DeleteLLMPool", &req).await?;
+            ctx.done(&reply, &format!("Removed pool {pool}."));
             return Ok(());
         }
         PoolCmd::MemberAdd {
@@ -96,20 +86,59 @@ pub async fn run(ctx: &Ctx, cmd: PoolCmd) -> anyhow::Result<()> {
             weight,
             priority,
         } => {
-            let mut body = json!({"pool_id": ctx.resolve(Kind::Pool, &pool).await?, "connection_id": ctx.resolve(Kind::Model, &model).await?});
-            if let Some(w) = weight {
-                body["weight"] = json!(w);
-            }
-            if let Some(p) = priority {
-                body["priority"] = json!(p);
-            }
-            ctx.mgmt("AddLLMPoolMember", body).await?
+            let req = AddLLMPoolMemberRequest {
+                workspace_id,
+                pool_id: ctx.resolve(Kind::Pool, &pool).await?,
+                connection_id: ctx.resolve(Kind::Model, &model).await?,
+                weight,
+                priority,
+            };
+            ctx.send(MGMT, "AddLLMPoolMember", &req).await?
         }
         PoolCmd::MemberRemove { pool, model } => {
-            let body = json!({"pool_id": ctx.resolve(Kind::Pool, &pool).await?, "connection_id": ctx.resolve(Kind::Model, &model).await?});
-            ctx.mgmt("RemoveLLMPoolMember", body).await?
+            let req = RemoveLLMPoolMemberRequest {
+                workspace_id,
+                pool_id: ctx.resolve(Kind::Pool, &pool).await?,
+                connection_id: ctx.resolve(Kind::Model, &model).await?,
+            };
+            ctx.send(MGMT, "RemoveLLMPoolMember", &req).await?
         }
     };
-    output::show(ctx.json, &reply, FIELDS);
+    ctx.print(&reply, |r| show(&r.pool));
     Ok(())
+}
+
+fn member_text(members: &[PoolMember]) -> String {
+    let list: Vec<String> = members
+        .iter()
+        .map(|m| format!("{} (weight {}, priority {})", m.name, m.weight, m.priority))
+        .collect();
+    output::join(&list)
+}
+
+fn show(p: &LLMPool) {
+    Lines::new()
+        .add("name", &p.name)
+        .add("pool_id", &p.pool_id)
+        .add("strategy", p.strategy.as_str())
+        .add("members", member_text(&p.members))
+        .add("gateways", output::names(&p.gateways))
+        .print();
+}
+
+fn table(pools: &[LLMPool]) {
+    let rows = pools
+        .iter()
+        .map(|p| {
+            let names: Vec<&str> = p.members.iter().map(|m| m.name.as_str()).collect();
+            vec![
+                p.name.clone(),
+                p.pool_id.clone(),
+                p.strategy.as_str().to_string(),
+                output::join(&names),
+                output::names(&p.gateways),
+            ]
+        })
+        .collect();
+    output::table(&["name", "id", "strategy", "members", "gateways"], rows);
 }

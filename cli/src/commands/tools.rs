@@ -2,7 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::models::done;
+use super::done;
 use crate::args::{HeaderCmd, ToolCmd, ToolFields};
 use crate::ctx::{Ctx, Kind};
 use crate::{output, parse};
