@@ -87,6 +87,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         master_key: std::env::var("PORTCULLIS_MASTER_KEY").ok(),
         allow_private_webhook_targets: args.allow_private_webhook_targets,
         allow_stdio_tools: true,
+        audit_retention_days: 30,
         log_format,
     };
     let cp = portcullis_controlplane::start(cp_config).await?;

@@ -4,6 +4,7 @@
 //! handled. Every failure leaves through [`crate::error`].
 
 mod agents;
+mod audit;
 mod auth;
 mod gateways;
 mod keys;
@@ -197,6 +198,8 @@ impl Registry {
         add(service::AGENTS, keys::operations());
         add(service::RULES, rules::operations());
         add(service::SYNC, sync::operations());
+        add(service::SYNC, audit::sync_operations());
+        add(service::AUDIT, audit::operations());
         Self { operations }
     }
 
@@ -219,6 +222,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
+        .route(
+            "/svc.audit.v1.AuditService/StreamEvents",
+            post(audit::stream::stream_events),
+        )
         .route("/{service}/{operation}", post(dispatch))
         .merge(tools::rest::routes())
         .fallback(fallback)
@@ -276,7 +283,7 @@ pub async fn invoke(app: &Arc<App>, path: &str, headers: &HeaderMap, input: Inpu
     let request_id = uuid::Uuid::new_v4().to_string();
     let path = path.to_string();
     let known = app.registry.operations.contains_key(&path);
-    let result = handle(app, &path, headers, input, &request_id).await;
+    let (principal, result) = handle(app, &path, headers, input, &request_id).await;
     let (response, code) = match result {
         Ok(value) => {
             let mut response = axum::Json(value).into_response();
@@ -296,6 +303,24 @@ pub async fn invoke(app: &Arc<App>, path: &str, headers: &HeaderMap, input: Inpu
             )
         }
     };
+    if let Some(Principal::Platform(p)) = principal.as_deref() {
+        let method = path.rsplit('/').next().unwrap_or_default();
+        let reads = ["Get", "List", "Query"]
+            .iter()
+            .any(|r| method.starts_with(r));
+        if known && !reads {
+            let event = crate::audit::mgmt_event(
+                &p.workspace_id,
+                (&p.key_id, &p.key_name),
+                &path,
+                code,
+                &request_id,
+            );
+            if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {
+                tracing::error!(request_id, error = %e, "Could not record the operation's audit event.");
+            }
+        }
+    }
     let label = if known { path.as_str() } else { "unknown" };
     app.metrics.record(label, code, started.elapsed());
     tracing::info!(
@@ -314,6 +339,19 @@ async fn handle(
     headers: &HeaderMap,
     input: Input,
     request_id: &str,
+) -> (Option<Arc<Principal>>, ApiResult<Value>) {
+    let mut who = None;
+    let result = run(app, path, headers, input, request_id, &mut who).await;
+    (who, result)
+}
+
+async fn run(
+    app: &Arc<App>,
+    path: &str,
+    headers: &HeaderMap,
+    input: Input,
+    request_id: &str,
+    who: &mut Option<Arc<Principal>>,
 ) -> ApiResult<Value> {
     let operation = app
         .registry
@@ -330,8 +368,11 @@ async fn handle(
             return Err(invalid("Content-Type must be application/json"));
         }
     }
-    let principal = auth::authenticate(&app.store, headers, operation.access).await?;
-    if let (Access::Platform(permission), Principal::Platform(_)) = (operation.access, &principal) {
+    let principal = Arc::new(auth::authenticate(&app.store, headers, operation.access).await?);
+    *who = Some(principal.clone());
+    if let (Access::Platform(permission), Principal::Platform(_)) =
+        (operation.access, principal.as_ref())
+    {
         principal.require(permission)?;
     }
     let body = match input {
@@ -340,7 +381,7 @@ async fn handle(
     };
     let ctx = Ctx {
         app: app.clone(),
-        principal: Arc::new(principal),
+        principal,
         request_id: request_id.into(),
     };
     (operation.call)(ctx, body).await

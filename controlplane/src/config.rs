@@ -22,6 +22,8 @@ pub struct Config {
     pub allow_private_webhook_targets: bool,
     /// Whether tool connections may run local commands (stdio) on the gateways.
     pub allow_stdio_tools: bool,
+    /// Days audit events are kept.
+    pub audit_retention_days: u32,
     pub log_format: LogFormat,
 }
 
@@ -50,13 +52,15 @@ impl Default for Config {
             master_key: None,
             allow_private_webhook_targets: false,
             allow_stdio_tools: true,
+            audit_retention_days: 30,
             log_format: LogFormat::Text,
         }
     }
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
-const ENV_KEYS: [&str; 7] = [
+const ENV_KEYS: [&str; 8] = [
+    "audit_retention_days",
     "allow_stdio_tools",
     "listen",
     "data_dir",

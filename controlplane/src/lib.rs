@@ -6,6 +6,7 @@
 //! wakes gateways waiting on that revision.
 
 pub mod api;
+pub mod audit;
 pub mod bootstrap;
 pub mod config;
 pub mod error;
@@ -29,6 +30,7 @@ pub struct App {
     pub store: store::Store,
     pub registry: api::Registry,
     pub metrics: metrics::Metrics,
+    pub audit: audit::Hub,
     pub config: Config,
 }
 
@@ -74,8 +76,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         store,
         registry: api::Registry::new(),
         metrics: metrics::Metrics::default(),
+        audit: audit::Hub::default(),
         config,
     });
+    audit::spawn_retention(app.store.clone(), app.config.audit_retention_days);
     let router = api::router(app.clone());
     let (shutdown, mut stop) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(async move {

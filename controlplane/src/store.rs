@@ -3,6 +3,7 @@
 //! revision and wakes gateways waiting for a new snapshot.
 
 pub mod agents;
+pub mod audit;
 pub mod bundles;
 pub mod credentials;
 mod db;

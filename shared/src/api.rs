@@ -18,6 +18,7 @@ pub mod service {
     pub const AGENTS: &str = "svc.agents.v1.AgentService";
     pub const RULES: &str = "svc.rules.v1.RuleService";
     pub const SYNC: &str = "svc.sync.v1.SyncService";
+    pub const AUDIT: &str = "svc.audit.v1.AuditService";
 }
 
 /// Every request body names its workspace; the server checks it against the caller's key.

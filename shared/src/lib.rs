@@ -2,6 +2,7 @@
 //! gateway snapshot, identifiers and key formats, and the Cedar schema.
 
 pub mod api;
+pub mod audit;
 pub mod config;
 pub mod error;
 pub mod keys;

@@ -1,0 +1,207 @@
+//! The control plane's side of audit: storing events (from gateways, and its own management
+//! operations), matching them against filters, fanning new ones out to live tails, and the
+//! retention purge.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use portcullis_shared::audit::{self, AuditEventV1, PayloadFilter, QueryEventsRequest};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::store::{self, now_ms, Store, StoreError};
+
+/// Live-tail fan-out of newly stored events.
+pub struct Hub {
+    sender: broadcast::Sender<Arc<AuditEventV1>>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self {
+            sender: broadcast::channel(4096).0,
+        }
+    }
+}
+
+impl Hub {
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<AuditEventV1>> {
+        self.sender.subscribe()
+    }
+}
+
+/// Milliseconds of an RFC 3339 time.
+pub fn time_ms(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
+/// The operation an event is about: the RPC method, else the payload's `operation`.
+pub fn operation(e: &AuditEventV1) -> String {
+    if !e.request.rpc_method.is_empty() {
+        return e.request.rpc_method.clone();
+    }
+    e.payload
+        .get("operation")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Stores events (skipping ones already stored) and tells live tails about the new ones.
+pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Result<u64, StoreError> {
+    let now = now_ms();
+    let mut stored = Vec::new();
+    {
+        let mut tx = store.write_unscoped().await?;
+        for e in &events {
+            let t = time_ms(&e.time).unwrap_or(now);
+            let op = operation(e);
+            if store::audit::insert(
+                tx.conn(),
+                &store::audit::Columns {
+                    time_ms: t,
+                    event: e,
+                    operation: &op,
+                },
+                now,
+            )
+            .await?
+            {
+                stored.push(e);
+            }
+        }
+        tx.commit().await?;
+    }
+    let count = stored.len() as u64;
+    for e in stored {
+        let _ = hub.sender.send(Arc::new(e.clone()));
+    }
+    Ok(count)
+}
+
+fn payload_value<'a>(payload: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(payload, |v, key| v.get(key))
+}
+
+pub fn payload_matches(filters: &[PayloadFilter], e: &AuditEventV1) -> bool {
+    filters.iter().all(|f| {
+        let Some(v) = payload_value(&e.payload, &f.field) else {
+            return false;
+        };
+        let text = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        f.values.contains(&text)
+    })
+}
+
+/// Whether an event passes the filters a live tail may use.
+pub fn stream_matches(q: &QueryEventsRequest, e: &AuditEventV1) -> bool {
+    let opt = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+    opt(&q.actor, &e.actor.id)
+        && opt(&q.producer_service, &e.producer.service)
+        && opt(&q.request_surface, &e.request.surface)
+        && q.operation.as_deref().is_none_or(|w| w == operation(e))
+        && q.resource
+            .as_deref()
+            .is_none_or(|w| w == e.resource.id || w == e.resource.name)
+        && (q.event_types.is_empty() || q.event_types.contains(&e.event_type))
+        && (q.results.is_empty() || q.results.contains(&e.result))
+        && payload_matches(&q.payload_filters, e)
+}
+
+/// Deletes events past the retention period, every hour.
+pub fn spawn_retention(store: Store, days: u32) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(3600));
+        loop {
+            tick.tick().await;
+            let before = now_ms() - i64::from(days) * 24 * 3600 * 1000;
+            let purged = async {
+                let mut tx = store.write_unscoped().await?;
+                let n = store::audit::purge(tx.conn(), before).await?;
+                tx.commit().await?;
+                Ok::<u64, StoreError>(n)
+            }
+            .await;
+            match purged {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(purged = n, days, "Audit events past retention deleted."),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Audit retention purge failed; retrying in an hour.")
+                }
+            }
+        }
+    });
+}
+
+/// The event a management operation leaves behind.
+pub fn mgmt_event(
+    workspace_id: &str,
+    key: (&str, &str),
+    path: &str,
+    code: &str,
+    request_id: &str,
+) -> AuditEventV1 {
+    let (service, method) = path.split_once('/').unwrap_or(("", path));
+    let result = match code {
+        "ok" => audit::results::ALLOWED,
+        "permission_denied" | "unauthenticated" => audit::results::DENIED,
+        _ => audit::results::ERROR,
+    };
+    AuditEventV1 {
+        event_id: uuid::Uuid::new_v4().to_string(),
+        event_type: audit::types::MGMT_OPERATION.to_string(),
+        time: crate::api::views::ts(now_ms()),
+        result: result.to_string(),
+        scope: audit::Scope {
+            kind: "workspace".into(),
+            workspace_id: workspace_id.to_string(),
+            ..Default::default()
+        },
+        actor: audit::Actor {
+            kind: audit::actors::PLATFORM_KEY.into(),
+            id: key.0.to_string(),
+            display: key.1.to_string(),
+            ..Default::default()
+        },
+        on_behalf_of: None,
+        resource: audit::ResourceRef {
+            kind: "operation".into(),
+            name: method.to_string(),
+            workspace_id: workspace_id.to_string(),
+            ..Default::default()
+        },
+        producer: audit::Producer {
+            service: "controlplane".into(),
+            instance_id: instance_id().to_string(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            region: String::new(),
+        },
+        request: audit::RequestSurface {
+            surface: audit::surfaces::MANAGEMENT_API.into(),
+            rpc_service: service.to_string(),
+            rpc_method: method.to_string(),
+            http_route: format!("/{path}"),
+            user_agent_class: String::new(),
+        },
+        correlation: audit::Correlation {
+            request_id: request_id.to_string(),
+            ..Default::default()
+        },
+        data_handling: audit::DataHandling {
+            omitted: vec!["request_body".into()],
+            ..Default::default()
+        },
+        payload: serde_json::json!({"operation": method, "code": code}),
+    }
+}
+
+/// This process's id in events.
+pub fn instance_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| uuid::Uuid::new_v4().to_string())
+}

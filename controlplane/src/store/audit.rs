@@ -1,0 +1,154 @@
+//! Audit events: idempotent inserts, keyset-paginated queries over the indexed columns, and
+//! the retention purge.
+
+use portcullis_shared::audit::AuditEventV1;
+
+use super::db::{corrupt, Conn, StoreError};
+
+/// The indexed columns of an event.
+pub struct Columns<'a> {
+    pub time_ms: i64,
+    pub event: &'a AuditEventV1,
+    pub operation: &'a str,
+}
+
+/// Stores an event; `false` when one with its id is already stored.
+pub async fn insert(conn: &mut Conn, c: &Columns<'_>, now: i64) -> Result<bool, StoreError> {
+    let e = c.event;
+    let body = serde_json::to_string(e).map_err(corrupt)?;
+    let done = sqlx::query(
+        "INSERT INTO audit_events (event_id, workspace_id, time_ms, type, result, agent_id, \
+         actor_id, resource_kind, resource_id, resource_name, producer_service, surface, \
+         operation, trace_id, activity_id, body, ingested_at) VALUES ($1, $2, $3, $4, $5, $6, \
+         $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT (event_id) DO NOTHING",
+    )
+    .bind(&e.event_id)
+    .bind(&e.scope.workspace_id)
+    .bind(c.time_ms)
+    .bind(&e.event_type)
+    .bind(&e.result)
+    .bind(&e.scope.agent_id)
+    .bind(&e.actor.id)
+    .bind(&e.resource.kind)
+    .bind(&e.resource.id)
+    .bind(&e.resource.name)
+    .bind(&e.producer.service)
+    .bind(&e.request.surface)
+    .bind(c.operation)
+    .bind(&e.correlation.trace_id)
+    .bind(&e.correlation.activity_id)
+    .bind(body)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub async fn get(
+    conn: &mut Conn,
+    workspace_id: &str,
+    event_id: &str,
+) -> Result<Option<AuditEventV1>, StoreError> {
+    let row: Option<(String,)> =
+        sqlx::query_as("SELECT body FROM audit_events WHERE workspace_id = $1 AND event_id = $2")
+            .bind(workspace_id)
+            .bind(event_id)
+            .fetch_optional(conn)
+            .await?;
+    row.map(|(body,)| serde_json::from_str(&body).map_err(corrupt))
+        .transpose()
+}
+
+/// A column condition of a query.
+pub enum Cond {
+    Eq(&'static str, String),
+    In(&'static str, Vec<String>),
+    /// `resource_id = v OR resource_name = v`.
+    Resource(String),
+    TimeFrom(i64),
+    TimeTo(i64),
+    /// Keyset: strictly before (time, event id) in descending order.
+    Before(i64, String),
+}
+
+/// Events of a workspace matching every condition, newest first: (time, id, event).
+pub async fn query(
+    conn: &mut Conn,
+    workspace_id: &str,
+    conds: &[Cond],
+    limit: i64,
+) -> Result<Vec<(i64, String, AuditEventV1)>, StoreError> {
+    let mut sql =
+        String::from("SELECT time_ms, event_id, body FROM audit_events WHERE workspace_id = $1");
+    let mut args: Vec<SqlArg> = vec![SqlArg::Text(workspace_id.to_string())];
+    let next = |arg: SqlArg, args: &mut Vec<SqlArg>| {
+        args.push(arg);
+        format!("${}", args.len())
+    };
+    for c in conds {
+        match c {
+            Cond::Eq(col, v) => {
+                let p = next(SqlArg::Text(v.clone()), &mut args);
+                sql.push_str(&format!(" AND {col} = {p}"));
+            }
+            Cond::In(col, values) if !values.is_empty() => {
+                let ps: Vec<String> = values
+                    .iter()
+                    .map(|v| next(SqlArg::Text(v.clone()), &mut args))
+                    .collect();
+                sql.push_str(&format!(" AND {col} IN ({})", ps.join(", ")));
+            }
+            Cond::In(_, _) => {}
+            Cond::Resource(v) => {
+                let p = next(SqlArg::Text(v.clone()), &mut args);
+                sql.push_str(&format!(" AND (resource_id = {p} OR resource_name = {p})"));
+            }
+            Cond::TimeFrom(t) => {
+                let p = next(SqlArg::Int(*t), &mut args);
+                sql.push_str(&format!(" AND time_ms >= {p}"));
+            }
+            Cond::TimeTo(t) => {
+                let p = next(SqlArg::Int(*t), &mut args);
+                sql.push_str(&format!(" AND time_ms < {p}"));
+            }
+            Cond::Before(t, id) => {
+                let pt = next(SqlArg::Int(*t), &mut args);
+                let pi = next(SqlArg::Text(id.clone()), &mut args);
+                sql.push_str(&format!(
+                    " AND (time_ms < {pt} OR (time_ms = {pt} AND event_id < {pi}))"
+                ));
+            }
+        }
+    }
+    let p = next(SqlArg::Int(limit), &mut args);
+    sql.push_str(&format!(" ORDER BY time_ms DESC, event_id DESC LIMIT {p}"));
+    let mut q = sqlx::query_as::<_, (i64, String, String)>(&sql);
+    for a in args {
+        q = match a {
+            SqlArg::Text(t) => q.bind(t),
+            SqlArg::Int(i) => q.bind(i),
+        };
+    }
+    let rows = q.fetch_all(conn).await?;
+    rows.into_iter()
+        .map(|(t, id, body)| {
+            serde_json::from_str(&body)
+                .map(|e| (t, id, e))
+                .map_err(corrupt)
+        })
+        .collect()
+}
+
+enum SqlArg {
+    Text(String),
+    Int(i64),
+}
+
+/// Deletes events older than `before` (Unix ms); returns how many.
+pub async fn purge(conn: &mut Conn, before: i64) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM audit_events WHERE time_ms < $1")
+        .bind(before)
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,270 @@
+//! `AuditEventV1`: the envelope every audited decision is recorded in, and the audit service's
+//! wire types. Enumerations use their proto JSON names (`RESULT_ALLOWED`, …).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::WorkspaceScoped;
+
+pub mod types {
+    pub const MODEL_CALL: &str = "model.call";
+    pub const MODEL_LIST: &str = "model.list";
+    pub const TOOL_CALL: &str = "tool.call";
+    pub const TOOL_LIST: &str = "tool.list";
+    pub const ACCESS_DENIED: &str = "access.denied";
+    pub const AUDIT_DROPPED: &str = "audit.dropped";
+    pub const MGMT_OPERATION: &str = "mgmt.operation";
+}
+
+pub mod results {
+    pub const ALLOWED: &str = "RESULT_ALLOWED";
+    pub const DENIED: &str = "RESULT_DENIED";
+    pub const ERROR: &str = "RESULT_ERROR";
+}
+
+pub mod surfaces {
+    pub const GATEWAY_LLM: &str = "INITIATOR_SURFACE_GATEWAY_LLM";
+    pub const GATEWAY_MCP: &str = "INITIATOR_SURFACE_GATEWAY_MCP";
+    pub const MANAGEMENT_API: &str = "INITIATOR_SURFACE_MANAGEMENT_API";
+    pub const GATEWAY_INTERNAL: &str = "INITIATOR_SURFACE_GATEWAY_INTERNAL";
+}
+
+pub mod actors {
+    pub const AGENT: &str = "ACTOR_KIND_AGENT";
+    pub const USER: &str = "ACTOR_KIND_USER";
+    pub const PLATFORM_KEY: &str = "ACTOR_KIND_PLATFORM_KEY";
+    pub const SYSTEM: &str = "ACTOR_KIND_SYSTEM";
+    /// A caller whose credential did not identify it.
+    pub const UNKNOWN: &str = "ACTOR_KIND_UNSPECIFIED";
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    pub kind: String,
+    #[serde(
+        default,
+        alias = "organization_id",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub org_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant_id: String,
+    pub workspace_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub agent_id: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    pub kind: String,
+    pub id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub email: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub display: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceRef {
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub workspace_id: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Producer {
+    pub service: String,
+    pub instance_id: String,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub region: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestSurface {
+    pub surface: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rpc_service: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rpc_method: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub http_route: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub user_agent_class: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Correlation {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trace_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub request_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub operation_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub parent_event_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub idempotency_key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub activity_id: String,
+    /// `ACTIVITY_TRUST_CALLER_ASSERTED` when the caller sent the id; empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub activity_trust: String,
+}
+
+/// What happened to content that could have been recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataHandling {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summarized: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub truncated: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hashed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub encrypted: Vec<String>,
+    #[serde(default)]
+    pub content_ref_used: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditEventV1 {
+    pub event_id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// RFC 3339, millisecond precision, UTC.
+    pub time: String,
+    pub result: String,
+    pub scope: Scope,
+    pub actor: Actor,
+    /// The verified person an agent acted for, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_behalf_of: Option<Actor>,
+    pub resource: ResourceRef,
+    pub producer: Producer,
+    pub request: RequestSurface,
+    pub correlation: Correlation,
+    pub data_handling: DataHandling,
+    pub payload: Value,
+}
+
+/// Gateways ship spooled events in batches; re-sending is harmless.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestAuditRequest {
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    pub events: Vec<AuditEventV1>,
+}
+
+impl WorkspaceScoped for IngestAuditRequest {
+    fn workspace_id(&self) -> Option<&str> {
+        self.workspace_id.as_deref()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngestAuditResponse {
+    /// Events stored now (duplicates of stored events are not counted).
+    pub stored: u64,
+}
+
+/// A `payload_filters` entry: the payload field (dotted path) must equal one of `values`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadFilter {
+    pub field: String,
+    pub values: Vec<String>,
+}
+
+/// The filters of a query. `StreamEvents` refuses the query-only ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryEventsRequest {
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    #[serde(default)]
+    pub start_time: Option<String>,
+    #[serde(default)]
+    pub end_time: Option<String>,
+    /// Actor id (agent id, platform key id, user sub).
+    #[serde(default)]
+    pub actor: Option<String>,
+    #[serde(default)]
+    pub producer_service: Option<String>,
+    #[serde(default)]
+    pub request_surface: Option<String>,
+    /// `rpc_method` or the payload's `operation`.
+    #[serde(default)]
+    pub operation: Option<String>,
+    /// Resource id or name.
+    #[serde(default)]
+    pub resource: Option<String>,
+    #[serde(default)]
+    pub event_types: Vec<String>,
+    #[serde(default)]
+    pub results: Vec<String>,
+    #[serde(default)]
+    pub agent_ids: Vec<String>,
+    #[serde(default)]
+    pub primary_resource_id: Option<String>,
+    #[serde(default)]
+    pub primary_resource_kind: Option<String>,
+    #[serde(default)]
+    pub trace_id: Option<String>,
+    #[serde(default)]
+    pub activity_id: Option<String>,
+    #[serde(default)]
+    pub payload_filters: Vec<PayloadFilter>,
+    #[serde(default)]
+    pub page_size: Option<u32>,
+    #[serde(default)]
+    pub page_token: Option<String>,
+}
+
+impl WorkspaceScoped for QueryEventsRequest {
+    fn workspace_id(&self) -> Option<&str> {
+        self.workspace_id.as_deref()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueryEventsResponse {
+    pub events: Vec<AuditEventV1>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GetEventRequest {
+    pub workspace_id: String,
+    pub event_id: String,
+}
+
+impl WorkspaceScoped for GetEventRequest {
+    fn workspace_id(&self) -> Option<&str> {
+        Some(&self.workspace_id)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GetEventResponse {
+    pub event: AuditEventV1,
+}
+
+/// One message of the `StreamEvents` response stream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamEventsResponse {
+    pub event: AuditEventV1,
+}
