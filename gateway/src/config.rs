@@ -34,6 +34,10 @@ pub struct Config {
     pub worker_threads: usize,
     /// Whether this gateway runs stdio tools' commands.
     pub allow_stdio_tools: bool,
+    /// Whether decisions are recorded and shipped to the control plane.
+    pub audit: bool,
+    /// Bound of the on-disk audit spool, in bytes; past it the oldest events are dropped.
+    pub audit_spool_max_bytes: u64,
     pub log_format: LogFormat,
 }
 
@@ -65,13 +69,17 @@ impl Default for Config {
             shutdown_grace_secs: 30,
             worker_threads: 0,
             allow_stdio_tools: true,
+            audit: true,
+            audit_spool_max_bytes: 256 * 1024 * 1024,
             log_format: LogFormat::Text,
         }
     }
 }
 
-const ENV_KEYS: [&str; 13] = [
+const ENV_KEYS: [&str; 15] = [
     "allow_stdio_tools",
+    "audit",
+    "audit_spool_max_bytes",
     "worker_threads",
     "listen",
     "control_plane_url",
@@ -107,6 +115,9 @@ impl Config {
             .map_err(|e| format!("control_plane_url: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err("control_plane_url must be http or https".into());
+        }
+        if self.audit && self.audit_spool_max_bytes < 64 * 1024 {
+            return Err("audit_spool_max_bytes must be at least 65536".into());
         }
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err("tls_cert and tls_key go together".into());

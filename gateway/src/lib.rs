@@ -4,9 +4,10 @@
 //!
 //! Request path: [`server`] (accept, TLS) → [`proxy`] (pingora phases) → [`route`] →
 //! [`authn`] → [`actas`] → [`authz`] → [`llm`] (members, upstream, stream) → [`respond`].
-//! Beside it: [`snapshot`] (compile, sync, last-known-good).
+//! Beside it: [`snapshot`] (compile, sync, last-known-good) and [`audit`] (spool, shipping).
 
 pub mod actas;
+pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod config;
@@ -48,6 +49,10 @@ pub struct Gateway {
     pub reported: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// Runs discovery and stdio tool processes, beside the request workers.
     pub background: tokio::runtime::Handle,
+    /// Where decisions are recorded.
+    pub audit: audit::Audit,
+    /// Requests being answered now (shutdown waits for these, not for idle connections).
+    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 thread_local! {
@@ -69,6 +74,8 @@ impl Gateway {
             tools_cache: mcp::ToolsCache::default(),
             reported: std::sync::Mutex::default(),
             background: tokio::runtime::Handle::current(),
+            audit: audit::Audit::disabled(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -117,6 +124,7 @@ pub struct Running {
     stop: tokio::sync::watch::Sender<bool>,
     workers: Vec<std::thread::JoinHandle<()>>,
     sync: tokio::task::JoinHandle<()>,
+    audit: Option<audit::AuditTasks>,
 }
 
 impl Running {
@@ -131,6 +139,10 @@ impl Running {
         })
         .await;
         let _ = self.sync.await;
+        // After the last request: write what is queued and try once more to ship it.
+        if let Some(audit) = self.audit {
+            audit.finish().await;
+        }
     }
 }
 
@@ -145,7 +157,23 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     config.validate().map_err(|e| anyhow::anyhow!(e))?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
-    let gateway = Arc::new(Gateway::new(config));
+    let mut gateway = Gateway::new(config);
+    let audit_tasks = if gateway.config.audit {
+        let target =
+            audit::ship::Target::new(&gateway.config.control_plane_url, &gateway.config.token);
+        let (audit, tasks) = audit::Audit::start(
+            &gateway.config.data_dir,
+            gateway.config.audit_spool_max_bytes,
+            target,
+        )
+        .context("opening the audit spool")?;
+        gateway.audit = audit;
+        Some(tasks)
+    } else {
+        tracing::warn!("Audit is off: gateway decisions are not recorded.");
+        None
+    };
+    let gateway = Arc::new(gateway);
     if let Some(snap) = gateway.lkg.load() {
         if snapshot::sync::apply(&gateway, &snap) {
             if let Some(current) = gateway.current() {
@@ -179,8 +207,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     ));
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let grace = Duration::from_secs(gateway.config.shutdown_grace_secs);
-    let workers = server::spawn_workers(sockets, tls, app, stop_rx.clone(), grace)
-        .context("starting worker threads")?;
+    let workers = server::spawn_workers(
+        sockets,
+        tls,
+        app,
+        stop_rx.clone(),
+        grace,
+        gateway.in_flight.clone(),
+    )
+    .context("starting worker threads")?;
     let sync = tokio::spawn(snapshot::sync::run(gateway.clone(), stop_rx));
     tracing::info!(%addr, tls = gateway.config.tls_cert.is_some(), "listening");
     Ok(Running {
@@ -189,5 +224,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         stop,
         workers,
         sync,
+        audit: audit_tasks,
     })
 }

@@ -7,6 +7,8 @@ mod members;
 mod stream;
 mod upstream;
 
+use std::time::Instant;
+
 use bytes::Bytes;
 use pingora::proxy::Session;
 use portcullis_shared::policy::Action;
@@ -15,7 +17,7 @@ use serde_json::{json, Map, Value};
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
 use crate::snapshot::Credential;
-use crate::{authz, respond, Gateway};
+use crate::{audit, authz, respond, Gateway};
 
 use upstream::{Attempt, Failure};
 
@@ -66,17 +68,21 @@ pub async fn chat(
         .targets
         .get(&name)
         .ok_or_else(|| GatewayError::ModelNotFound(name.clone()))?;
-    let uid = target.uid();
-    authz::check_memo(
+    let (kind, target_id, target_name) = target.describe();
+    let resource = audit::resource(kind, target_id, target_name);
+    if let Err(d) = authz::check_memo(
         rc.snap,
         rc.agent,
         rc.gateway,
         Action::LlmInvoke,
-        uid,
+        target.uid(),
         &rc.context,
         rc.slot(*slot),
-    )
-    .map_err(GatewayError::Denied)?;
+    ) {
+        gw.audit
+            .emit(audit::denial_event(rc, resource, "llm:invoke", &d));
+        return Err(GatewayError::Denied(d));
+    }
 
     let streaming = request.get("stream") == Some(&Value::Bool(true));
     let wants_usage = streaming
@@ -96,6 +102,114 @@ pub async fn chat(
         }
     }
 
+    let started = Instant::now();
+    let mut served = Served::default();
+    let result = call_members(
+        gw,
+        session,
+        rc,
+        &name,
+        target,
+        request,
+        streaming,
+        wants_usage,
+        &mut served,
+    )
+    .await;
+    if gw.audit.enabled() {
+        let status = session.response_written().map_or_else(
+            || result.as_ref().err().map_or(0, GatewayError::status),
+            |r| r.status.as_u16(),
+        );
+        gw.audit.emit(model_call_event(
+            rc,
+            resource,
+            &name,
+            streaming,
+            status,
+            started.elapsed(),
+            served,
+            result.as_ref().err(),
+        ));
+    }
+    result
+}
+
+/// What the members loop learned, for the `model.call` event.
+#[derive(Default)]
+struct Served {
+    model: Option<(String, &'static str, String)>,
+    attempts: u32,
+    usage: Option<Value>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn model_call_event(
+    rc: &RequestCtx<'_>,
+    resource: portcullis_shared::audit::ResourceRef,
+    requested: &str,
+    streaming: bool,
+    status: u16,
+    latency: std::time::Duration,
+    served: Served,
+    error: Option<&GatewayError>,
+) -> portcullis_shared::audit::AuditEventV1 {
+    use portcullis_shared::audit::{results, types};
+    let ok = error.is_none() && (200..400).contains(&status);
+    let mut e = audit::base(
+        rc,
+        types::MODEL_CALL,
+        if ok { results::ALLOWED } else { results::ERROR },
+        resource,
+    );
+    let mut payload = json!({
+        "model": requested,
+        "gateway_id": rc.gateway.id,
+        "stream": streaming,
+        "status": status,
+        "latency_ms": audit::millis(latency),
+        "attempts": served.attempts,
+    });
+    if let Some((name, provider, upstream_model)) = served.model {
+        payload["served_by"] = json!(name);
+        payload["provider"] = json!(provider);
+        payload["upstream_model"] = json!(upstream_model);
+    }
+    if let Some(u) = served.usage.as_ref() {
+        payload["usage"] = audit::pick(
+            Some(u),
+            &[
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+                "prompt_tokens_details",
+                "completion_tokens_details",
+            ],
+        );
+    }
+    if let Some(err) = error {
+        payload["error"] = json!(err.to_string());
+        payload["reason_code"] = json!(err.openai_type_and_code().1);
+    }
+    e.payload = payload;
+    // Prompts and completions are never recorded.
+    e.data_handling.omitted = vec!["request.messages".into(), "response.choices".into()];
+    e
+}
+
+/// Tries the target's members in order, failing over before any byte reaches the caller.
+#[allow(clippy::too_many_arguments)]
+async fn call_members(
+    gw: &Gateway,
+    session: &mut Session,
+    rc: &RequestCtx<'_>,
+    name: &str,
+    target: &crate::snapshot::Target,
+    mut request: Map<String, Value>,
+    streaming: bool,
+    wants_usage: bool,
+    served: &mut Served,
+) -> Result<(), GatewayError> {
     let mut last: Option<Failure> = None;
     for model in members::order(target) {
         let Some(url) = model.chat_url.clone() else {
@@ -117,11 +231,17 @@ pub async fn chat(
         let body = Bytes::from(
             serde_json::to_vec(&request).map_err(|e| GatewayError::Internal(e.to_string()))?,
         );
+        served.attempts += 1;
+        served.model = Some((
+            model.name.clone(),
+            model.provider.id,
+            model.upstream_model.clone(),
+        ));
         match upstream::attempt(gw, &model, url, headers, body, streaming).await {
             Attempt::Success(response) => {
                 model.health.record_success();
                 let extra: Vec<(&'static str, &str)> = rc.echo_headers(&model.name);
-                return if streaming && upstream::is_event_stream(&response) {
+                let relayed = if streaming && upstream::is_event_stream(&response) {
                     stream::relay(
                         gw,
                         session,
@@ -135,6 +255,7 @@ pub async fn chat(
                 } else {
                     upstream::relay_whole(session, response, &model, rc.request_id, &extra).await
                 };
+                return relayed.map(|usage| served.usage = usage);
             }
             Attempt::Final(failure) => {
                 // The upstream refused the request itself: another member would too.

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::error::{Denial, GatewayError};
 use crate::request::RequestCtx;
-use crate::{authz, respond, Gateway};
+use crate::{audit, authz, respond, Gateway};
 
 pub use list::ToolsCache;
 
@@ -25,6 +25,8 @@ pub struct RpcError {
     pub code: i64,
     pub message: String,
     pub data: Option<Value>,
+    /// Set when a rule or the catalog refused the call (audited as `access.denied`).
+    pub denial: Option<Denial>,
 }
 
 impl RpcError {
@@ -33,6 +35,7 @@ impl RpcError {
             code,
             message: message.into(),
             data: None,
+            denial: None,
         }
     }
 
@@ -43,6 +46,7 @@ impl RpcError {
             data: Some(
                 json!({"reason": d.reason, "reason_code": d.reason_code, "determining_policy": d.determining_policy, "request_id": request_id}),
             ),
+            denial: Some(d.clone()),
         }
     }
 
@@ -53,6 +57,7 @@ impl RpcError {
                 json!({"reason": message, "reason_code": reason_code, "request_id": request_id}),
             ),
             message,
+            denial: None,
         }
     }
 }
@@ -125,7 +130,15 @@ pub async fn handle(
         "initialize" => Ok(initialize(&params)),
         "ping" => Ok(json!({})),
         "tools/list" => list::tools_list(gw, rc, &params).await,
-        "tools/call" => call(gw, rc, &params).await,
+        "tools/call" => {
+            let started = std::time::Instant::now();
+            let outcome = call(gw, rc, &params).await;
+            if gw.audit.enabled() {
+                gw.audit
+                    .emit(call_event(rc, &params, &outcome, started.elapsed()));
+            }
+            outcome
+        }
         other => Err(RpcError::new(-32601, format!("method not found: {other}"))),
     };
     reply(session, rc, id, outcome).await
@@ -180,6 +193,61 @@ async fn reply(
     respond::json(session, 200, &body, rc.request_id, &rc.echo_headers(""))
         .await
         .map_err(|e| GatewayError::Internal(e.to_string()))
+}
+
+/// `tool.call` for a call that was allowed (whatever its upstream made of it), or
+/// `access.denied` when a rule or the catalog refused it. Arguments and results are not
+/// recorded.
+fn call_event(
+    rc: &RequestCtx<'_>,
+    params: &Value,
+    outcome: &Result<Value, RpcError>,
+    latency: std::time::Duration,
+) -> portcullis_shared::audit::AuditEventV1 {
+    use portcullis_shared::audit::{results, types};
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let connection_id = name
+        .split_once('/')
+        .and_then(|(c, _)| rc.snap.tools.get(c))
+        .map(|t| t.id.as_str())
+        .unwrap_or_default();
+    let resource = audit::resource("tool", connection_id, name);
+    if let Err(RpcError {
+        denial: Some(d), ..
+    }) = outcome
+    {
+        let mut e = audit::denial_event(rc, resource, "mcp:call", d);
+        e.request.rpc_method = "tools/call".into();
+        return e;
+    }
+    let result = if outcome.is_ok() {
+        results::ALLOWED
+    } else {
+        results::ERROR
+    };
+    let mut e = audit::base(rc, types::TOOL_CALL, result, resource);
+    e.request.rpc_method = "tools/call".into();
+    let mut payload = json!({
+        "tool": name,
+        "connection_id": connection_id,
+        "gateway_id": rc.gateway.id,
+        "latency_ms": audit::millis(latency),
+    });
+    match outcome {
+        Ok(result) => {
+            payload["is_error"] = json!(result.get("isError") == Some(&Value::Bool(true)));
+        }
+        Err(err) => {
+            let message: String = err.message.chars().take(500).collect();
+            payload["error"] = json!({"code": err.code, "message": message});
+        }
+    }
+    e.payload = payload;
+    e.data_handling.omitted = vec!["request.arguments".into(), "response.content".into()];
+    e
 }
 
 /// Checks membership, catalog status and `mcp:call`, then calls the upstream and returns its
@@ -254,6 +322,7 @@ async fn call(
             code,
             message,
             data,
+            denial: None,
         }),
         Err(e) => Err(RpcError::gateway(
             format!("{name}: {e}"),

@@ -2,6 +2,7 @@
 //! gateway → authenticate → act-as → authorize `gateway:access` → the route's handler.
 //! `upstream_peer` is never reached.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,9 +13,11 @@ use pingora::upstreams::peer::HttpPeer;
 use portcullis_shared::api::gateways::GatewayState;
 use portcullis_shared::policy::{Action, RequestContext};
 
+use crate::audit::{self, Origin};
 use crate::error::GatewayError;
 use crate::request::{LazyContext, RequestCtx};
 use crate::route::{route, Route};
+use crate::snapshot::AgentEntry;
 use crate::{actas, authn, authz, llm, respond, Gateway};
 
 pub struct Phases {
@@ -40,6 +43,7 @@ impl ProxyHttp for Phases {
 
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<bool> {
         let started = Instant::now();
+        let _in_flight = InFlight::enter(&self.gw.in_flight);
         let request_id = request_id();
         let (kind, result) = handle(&self.gw, session, &request_id).await;
         if let Err(err) = result {
@@ -56,6 +60,22 @@ impl ProxyHttp for Phases {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         self.gw.metrics.record(kind, status, started.elapsed());
         Ok(true)
+    }
+}
+
+/// Counts a request as in flight until dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::AcqRel);
+        Self(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -78,6 +98,28 @@ fn activity_id(session: &Session) -> Result<Option<String>, GatewayError> {
         .filter(|t| !t.is_empty() && t.len() <= 128);
     text.map(|t| Some(t.to_string())).ok_or_else(|| {
         GatewayError::BadRequest("X-Svc-Activity-Id must be 1–128 visible characters".into())
+    })
+}
+
+/// Reads the audit origin of a gateway request from its headers.
+fn origin(session: &Session, route: &Route<'_>) -> Result<Origin, GatewayError> {
+    let (surface, http_route) = match route {
+        Route::ChatCompletions { .. } => ("llm", "/gateways/{gateway_id}/v1/chat/completions"),
+        Route::Models { .. } => ("llm", "/gateways/{gateway_id}/v1/models"),
+        Route::Mcp { .. } => ("mcp", "/gateways/{gateway_id}/mcp"),
+        _ => ("llm", "/gateways/{gateway_id}/*"),
+    };
+    let headers = &session.req_header().headers;
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    Ok(Origin {
+        surface,
+        http_route,
+        user_agent_class: audit::user_agent_class(text("user-agent")),
+        trace_id: audit::trace_id(text("traceparent")),
+        activity_id: activity_id(session)?,
+        idempotency_key: text("idempotency-key")
+            .filter(|k| !k.is_empty() && k.len() <= 256)
+            .map(str::to_string),
     })
 }
 
@@ -157,20 +199,40 @@ async fn dispatch(
         .gateways
         .get(gateway_id)
         .ok_or_else(|| GatewayError::NotFound(format!("gateway {gateway_id} does not exist")))?;
+    let origin = origin(session, &route)?;
+    // Refusals before the agent is known and allowed are audited as `access.denied` too.
+    let refuse = |agent: Option<&AgentEntry>, err: GatewayError| {
+        if matches!(
+            err,
+            GatewayError::Unauthenticated(_) | GatewayError::Forbidden(_) | GatewayError::Denied(_)
+        ) {
+            let pre = audit::PreAuth {
+                workspace_id: &snap.workspace_id,
+                gateway,
+                agent,
+                request_id,
+                origin: &origin,
+            };
+            gw.audit.emit(audit::refused_event(&pre, &err));
+        }
+        err
+    };
     if gateway.state == GatewayState::Disabled {
-        return Err(GatewayError::Forbidden(format!(
-            "gateway '{}' is disabled",
-            gateway.name
-        )));
+        return Err(refuse(
+            None,
+            GatewayError::Forbidden(format!("gateway '{}' is disabled", gateway.name)),
+        ));
     }
     let headers = &session.req_header().headers;
-    let agent = authn::authenticate(&snap, headers.get("authorization").map(|v| v.as_bytes()))?;
+    let agent = authn::authenticate(&snap, headers.get("authorization").map(|v| v.as_bytes()))
+        .map_err(|e| refuse(None, e))?;
     let act_as_header = headers.get(actas::HEADER);
     let act_as = actas::verify(
         agent,
         act_as_header.map(|v| v.as_bytes()),
         chrono::Utc::now().timestamp(),
-    )?;
+    )
+    .map_err(|e| refuse(Some(agent), e))?;
     let act_as_raw = act_as_header
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
@@ -178,28 +240,16 @@ async fn dispatch(
     // Memoized decisions hold for requests without an act-as identity (the rest of the context
     // is fixed per gateway and surface, and each surface has its own slots).
     let memoize = !act_as.present;
-    let activity_id = activity_id(session)?;
-    let surface = if is_mcp { "mcp" } else { "llm" };
     let context = LazyContext::new(RequestContext {
         act_as,
         gateway_id: gateway.id.clone(),
-        surface,
+        surface: origin.surface,
     });
     let slot = memoize.then_some(if is_mcp {
         gateway.mcp_slot
     } else {
         gateway.slot
     });
-    authz::check_memo(
-        &snap,
-        agent,
-        gateway,
-        Action::GatewayAccess,
-        &gateway.uid,
-        &context,
-        slot,
-    )
-    .map_err(GatewayError::Denied)?;
     let rc = RequestCtx {
         request_id,
         snap: &snap,
@@ -207,9 +257,23 @@ async fn dispatch(
         gateway,
         context,
         memoize,
-        activity_id,
+        origin,
         act_as_raw,
     };
+    if let Err(d) = authz::check_memo(
+        &snap,
+        agent,
+        gateway,
+        Action::GatewayAccess,
+        &gateway.uid,
+        &rc.context,
+        slot,
+    ) {
+        let resource = audit::resource("gateway", &gateway.id, &gateway.name);
+        gw.audit
+            .emit(audit::denial_event(&rc, resource, "gateway:access", &d));
+        return Err(GatewayError::Denied(d));
+    }
     match route {
         Route::ChatCompletions { .. } => llm::chat(gw, session, &rc).await,
         Route::Models { .. } => llm::models(session, &rc).await,

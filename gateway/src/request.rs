@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 use cedar_policy::Context;
 use portcullis_shared::policy::RequestContext;
 
+use crate::audit::Origin;
 use crate::snapshot::{AgentEntry, Compiled, GatewayEntry};
 
 pub struct RequestCtx<'a> {
@@ -15,8 +16,8 @@ pub struct RequestCtx<'a> {
     pub context: LazyContext,
     /// Whether decisions may be memoized (no act-as identity on this request).
     pub memoize: bool,
-    /// `X-Svc-Activity-Id` as the caller sent it; echoed back.
-    pub activity_id: Option<String>,
+    /// Surface, route, client and correlation ids, for audit (the activity id is echoed back).
+    pub origin: Origin,
     /// The verified `X-Svc-Act-As` assertion as sent, for tools that forward it.
     pub act_as_raw: Option<String>,
 }
@@ -34,7 +35,7 @@ impl<'a> RequestCtx<'a> {
         if !model.is_empty() {
             out.push(("x-portcullis-model", model));
         }
-        if let Some(a) = &self.activity_id {
+        if let Some(a) = &self.origin.activity_id {
             out.push(("x-svc-activity-id", a.as_str()));
         }
         out

@@ -77,11 +77,13 @@ pub fn spawn_workers(
     app: Arc<HttpProxy<Phases>>,
     stop: watch::Receiver<bool>,
     grace: Duration,
+    in_flight: Arc<AtomicUsize>,
 ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
     let tls = tls.map(|t| t.0);
     let mut handles = Vec::new();
     for (i, socket) in sockets.into_iter().enumerate() {
-        let (tls, app, stop) = (tls.clone(), app.clone(), stop.clone());
+        let (tls, app, stop, in_flight) =
+            (tls.clone(), app.clone(), stop.clone(), in_flight.clone());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -90,7 +92,9 @@ pub fn spawn_workers(
             .spawn(move || {
                 runtime.block_on(async move {
                     match socket.listen(4096) {
-                        Ok(listener) => serve(listener, tls.map(Tls), app, stop, grace).await,
+                        Ok(listener) => {
+                            serve(listener, tls.map(Tls), app, stop, grace, in_flight).await
+                        }
                         Err(e) => tracing::error!(error = %e, "Could not listen."),
                     }
                 });
@@ -106,6 +110,7 @@ pub async fn serve(
     app: Arc<HttpProxy<Phases>>,
     mut stop: watch::Receiver<bool>,
     grace: Duration,
+    in_flight: Arc<AtomicUsize>,
 ) {
     let (shutdown, shutdown_watch) = watch::channel(false);
     let live = Arc::new(Live::default());
@@ -151,16 +156,23 @@ pub async fn serve(
     }
     drop(listener);
     let _ = shutdown.send(true);
+    // Wait for requests in flight, not for idle keep-alive connections: those (blocked reading
+    // a next request that may never come) are closed when this worker's runtime ends.
     let drained = tokio::time::timeout(grace, async {
-        while live.count.load(Ordering::Acquire) > 0 {
+        let mut quiet = 0;
+        while live.count.load(Ordering::Acquire) > 0 && quiet < 2 {
+            quiet = if in_flight.load(Ordering::Acquire) == 0 {
+                quiet + 1
+            } else {
+                0
+            };
             let wait = live.idle.notified();
             if live.count.load(Ordering::Acquire) == 0 {
                 break;
             }
-            // Idle keep-alive connections notice the shutdown on their next read.
             tokio::select! {
                 _ = wait => {}
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
         }
     })

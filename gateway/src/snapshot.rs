@@ -118,6 +118,14 @@ impl Target {
             Target::Pool(p) => &p.uid,
         }
     }
+
+    /// `model` or `pool`, its id and name (for audit).
+    pub fn describe(&self) -> (&'static str, &str, &str) {
+        match self {
+            Target::Model(m) => ("model", &m.id, &m.name),
+            Target::Pool(p) => ("pool", &p.id, &p.name),
+        }
+    }
 }
 
 /// How the gateway authenticates to a model's upstream.

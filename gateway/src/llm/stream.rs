@@ -69,7 +69,7 @@ impl UsageFilter {
     }
 }
 
-/// Relays a streamed response. Once the header is written, failures can only end the
+/// Relays a streamed response and returns the usage it reported. Once the header is written, failures can only end the
 /// stream early; they are logged.
 pub async fn relay(
     gw: &Gateway,
@@ -79,7 +79,7 @@ pub async fn relay(
     model: &ModelEntry,
     request_id: &str,
     extra: &[(&'static str, &str)],
-) -> Result<(), GatewayError> {
+) -> Result<Option<Value>, GatewayError> {
     let mut headers = extra.to_vec();
     headers.push(("cache-control", "no-cache"));
     let header = respond::header(200, "text/event-stream", None, request_id, &headers)
@@ -109,7 +109,7 @@ pub async fn relay(
                 let out = filter.push(&chunk);
                 if !out.is_empty() && session.write_response_body(Some(out), false).await.is_err() {
                     tracing::debug!(request_id, "Caller went away mid-stream.");
-                    return Ok(());
+                    return Ok(filter.usage);
                 }
             }
         }
@@ -119,7 +119,7 @@ pub async fn relay(
     if let Err(e) = session.write_response_body(rest, true).await {
         tracing::debug!(request_id, error = %e, "Could not finish the stream.");
     }
-    Ok(())
+    Ok(filter.usage)
 }
 
 #[cfg(test)]

@@ -150,14 +150,14 @@ fn scrub(text: &str, secrets: &[String]) -> String {
     })
 }
 
-/// Relays a whole (non-streamed) successful response.
+/// Relays a whole (non-streamed) successful response and returns the usage it reported.
 pub async fn relay_whole(
     session: &mut Session,
     response: reqwest::Response,
     model: &ModelEntry,
     request_id: &str,
     extra: &[(&'static str, &str)],
-) -> Result<(), GatewayError> {
+) -> Result<Option<Value>, GatewayError> {
     let status = response.status().as_u16();
     let content_type = header_text(&response, http::header::CONTENT_TYPE)
         .unwrap_or_else(|| "application/json".into());
@@ -167,9 +167,24 @@ pub async fn relay_whole(
             model.name
         ))
     })?;
+    let usage = usage_of(&body);
     respond::bytes(session, status, &content_type, body, request_id, extra)
         .await
-        .map_err(|e| GatewayError::Internal(format!("writing the response: {e}")))
+        .map_err(|e| GatewayError::Internal(format!("writing the response: {e}")))?;
+    Ok(usage)
+}
+
+/// The `usage` object of a JSON response, read without building the rest of it.
+fn usage_of(body: &[u8]) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct UsageOnly {
+        #[serde(default)]
+        usage: Option<Value>,
+    }
+    serde_json::from_slice::<UsageOnly>(body)
+        .ok()
+        .and_then(|u| u.usage)
+        .filter(|u| u.is_object())
 }
 
 impl Failure {

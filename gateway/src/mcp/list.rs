@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::{discovery, RpcError};
 use crate::request::RequestCtx;
 use crate::snapshot::{ToolEntry, ToolTransport};
-use crate::{authz, Gateway};
+use crate::{audit, authz, Gateway};
 
 /// How long a caller's tool list is reused (the spec's client default).
 pub const TTL: Duration = Duration::from_secs(30);
@@ -108,8 +108,15 @@ pub async fn tools_list(
     let tools = match gw.tools_cache.get(&key, rc.snap.revision) {
         Some(tools) => tools,
         None => {
-            let tools = Arc::new(discover(gw, rc).await);
+            // Only a fresh list is audited; cache hits are not (the spec's rule).
+            let started = Instant::now();
+            let (tools, failed) = discover(gw, rc).await;
+            let tools = Arc::new(tools);
             gw.tools_cache.put(key, rc.snap.revision, tools.clone());
+            if gw.audit.enabled() {
+                gw.audit
+                    .emit(list_event(rc, tools.len(), failed, started.elapsed()));
+            }
             tools
         }
     };
@@ -127,8 +134,9 @@ pub async fn tools_list(
 /// Lists every attached connection upstream and keeps what this agent may discover. A
 /// connection that fails is left out (and logged); operations not yet in the catalog are
 /// reported for it and left out until the next snapshot has them.
-async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Vec<Value> {
+async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> (Vec<Value>, Vec<String>) {
     let mut out = Vec::new();
+    let mut failed = Vec::new();
     for tool in &rc.gateway.tool_connections {
         let extra = match actas_headers(tool, rc) {
             Ok(h) => h,
@@ -145,6 +153,7 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Vec<Value> {
             Ok(list) => list,
             Err(e) => {
                 tracing::warn!(request_id = rc.request_id, tool = %tool.name, error = %e, "Could not list a tool connection's operations.");
+                failed.push(tool.name.clone());
                 continue;
             }
         };
@@ -195,5 +204,29 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Vec<Value> {
             discovery::report_later(gw, tool, unknown);
         }
     }
-    out
+    (out, failed)
+}
+
+fn list_event(
+    rc: &RequestCtx<'_>,
+    count: usize,
+    failed: Vec<String>,
+    latency: std::time::Duration,
+) -> portcullis_shared::audit::AuditEventV1 {
+    use portcullis_shared::audit::{results, types};
+    let resource = audit::resource("gateway", &rc.gateway.id, &rc.gateway.name);
+    let result = if failed.is_empty() {
+        results::ALLOWED
+    } else {
+        results::ERROR
+    };
+    let mut e = audit::base(rc, types::TOOL_LIST, result, resource);
+    e.request.rpc_method = "tools/list".into();
+    e.payload = json!({
+        "gateway_id": rc.gateway.id,
+        "tools": count,
+        "failed_connections": failed,
+        "latency_ms": audit::millis(latency),
+    });
+    e
 }

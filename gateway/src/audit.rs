@@ -1,0 +1,194 @@
+//! Beside every request: audit. Emitting an event is a non-blocking hand-off to a channel; a
+//! writer thread appends events to an on-disk spool in the data dir; a shipper sends them to
+//! the control plane (`SyncService/IngestAudit`) in batches of up to 100, shortly after they
+//! are written and at least every 5 s. The spool survives restarts and control-plane outages;
+//! it is bounded, and when full the oldest events are dropped, counted, and reported with an
+//! `audit.dropped` event. Ingest is idempotent by event id, so re-sending is harmless.
+
+mod events;
+pub mod ship;
+mod spool;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use portcullis_shared::audit::AuditEventV1;
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+
+pub use events::{
+    base, denial_event, dropped_event, millis, pick, refused_event, resource, trace_id,
+    user_agent_class, Origin, PreAuth,
+};
+
+/// Events waiting for the writer; past this, emission drops and counts.
+const CHANNEL: usize = 65_536;
+/// The writer serializes up to this many queued events per spool write.
+const WRITE_BATCH: usize = 512;
+
+enum Msg {
+    Event(Box<AuditEventV1>),
+    /// Everything sent before is written and synced; the writer stops.
+    Close(oneshot::Sender<()>),
+}
+
+pub struct Audit {
+    tx: Option<mpsc::Sender<Msg>>,
+    /// Events dropped: the writer fell behind, the spool was full, or a line was unreadable.
+    pub dropped: Arc<AtomicU64>,
+}
+
+/// The background work, to finish on shutdown.
+pub struct AuditTasks {
+    tx: mpsc::Sender<Msg>,
+    writer: std::thread::JoinHandle<()>,
+    shipper: tokio::task::JoinHandle<()>,
+    stop: watch::Sender<bool>,
+}
+
+impl AuditTasks {
+    /// Writes what is queued, makes the spool durable, and gives the shipper one short last
+    /// try; what it cannot send waits in the spool for the next start.
+    pub async fn finish(self) {
+        let (done, wait) = oneshot::channel();
+        if self.tx.send(Msg::Close(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+        let writer = self.writer;
+        let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+        let _ = self.stop.send(true);
+        let _ = self.shipper.await;
+    }
+}
+
+impl Audit {
+    /// Audit off: events are discarded.
+    pub fn disabled() -> Self {
+        Self {
+            tx: None,
+            dropped: Arc::default(),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// Opens the spool in `dir/audit`, starts the writer thread and the shipper (on the
+    /// current runtime).
+    pub fn start(
+        dir: &Path,
+        max_bytes: u64,
+        target: ship::Target,
+    ) -> std::io::Result<(Self, AuditTasks)> {
+        let spool = spool::Spool::open(&dir.join("audit"), max_bytes)?;
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        let dropped: Arc<AtomicU64> = Arc::default();
+        let written = Arc::new(Notify::new());
+        let writer = {
+            let (spool, written, dropped) = (spool.clone(), written.clone(), dropped.clone());
+            std::thread::Builder::new()
+                .name("audit-writer".into())
+                .spawn(move || write(spool, rx, written, dropped))?
+        };
+        let (stop, stop_rx) = watch::channel(false);
+        let shipper = tokio::spawn(ship::run(spool, target, written, dropped.clone(), stop_rx));
+        let tasks = AuditTasks {
+            tx: tx.clone(),
+            writer,
+            shipper,
+            stop,
+        };
+        Ok((
+            Self {
+                tx: Some(tx),
+                dropped,
+            },
+            tasks,
+        ))
+    }
+
+    /// Hands an event over without waiting; a full channel drops it (and counts it).
+    pub fn emit(&self, event: AuditEventV1) {
+        let Some(tx) = &self.tx else { return };
+        if tx.try_send(Msg::Event(Box::new(event))).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The writer thread: appends what arrives, in order, and reports drops.
+fn write(
+    spool: spool::Spool,
+    mut rx: mpsc::Receiver<Msg>,
+    written: Arc<Notify>,
+    dropped: Arc<AtomicU64>,
+) {
+    let mut reported = 0u64;
+    let mut buf = Vec::with_capacity(64 * 1024);
+    while let Some(first) = rx.blocking_recv() {
+        buf.clear();
+        let mut close = None;
+        let mut next = Some(first);
+        let mut n = 0;
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Event(e) => {
+                    if serde_json::to_writer(&mut buf, &e).is_ok() {
+                        buf.push(b'\n');
+                    }
+                    n += 1;
+                }
+                Msg::Close(done) => {
+                    close = Some(done);
+                    break;
+                }
+            }
+            if n < WRITE_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if !buf.is_empty() {
+            match spool.append(&buf) {
+                Ok(0) => {}
+                Ok(pushed_out) => {
+                    tracing::error!(
+                        dropped = pushed_out,
+                        "The audit spool is full; its oldest events were dropped."
+                    );
+                    dropped.fetch_add(pushed_out, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, events = n, "Writing to the audit spool failed; these events are lost.");
+                    dropped.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
+            report_drops(&spool, &dropped, &mut reported);
+            written.notify_one();
+        }
+        if let Some(done) = close {
+            spool.sync();
+            let _ = done.send(());
+            return;
+        }
+    }
+    spool.sync();
+}
+
+/// Drops since the last report become an `audit.dropped` event of their own.
+fn report_drops(spool: &spool::Spool, dropped: &AtomicU64, reported: &mut u64) {
+    let total = dropped.load(Ordering::Relaxed);
+    if total <= *reported {
+        return;
+    }
+    let e = dropped_event(total - *reported, "the audit spool or its queue was full");
+    *reported = total;
+    let Ok(mut line) = serde_json::to_vec(&e) else {
+        return;
+    };
+    line.push(b'\n');
+    // Whatever this pushes out is counted and reported with the next write.
+    if let Ok(n) = spool.append(&line) {
+        dropped.fetch_add(n, Ordering::Relaxed);
+    }
+}

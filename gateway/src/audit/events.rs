@@ -1,0 +1,289 @@
+//! Building `AuditEventV1` envelopes for gateway decisions.
+
+use portcullis_shared::audit::{self, AuditEventV1};
+use serde_json::{json, Value};
+
+use crate::error::{Denial, GatewayError};
+use crate::request::RequestCtx;
+use crate::snapshot::{AgentEntry, GatewayEntry};
+
+/// This process's id in events.
+pub fn instance_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| uuid::Uuid::new_v4().to_string())
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn producer() -> audit::Producer {
+    audit::Producer {
+        service: "gateway".into(),
+        instance_id: instance_id().to_string(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        region: std::env::var("PORTCULLIS_REGION").unwrap_or_default(),
+    }
+}
+
+/// Where a request came from and how it is correlated, read once from its headers.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    /// `mcp` or `llm`.
+    pub surface: &'static str,
+    /// The route's template, e.g. `/gateways/{gateway_id}/v1/chat/completions`.
+    pub http_route: &'static str,
+    /// The caller's client family from `User-Agent` (e.g. `openai-python`), at most 40 chars.
+    pub user_agent_class: String,
+    /// From a W3C `traceparent` header.
+    pub trace_id: Option<String>,
+    /// `X-Svc-Activity-Id` as the caller sent it.
+    pub activity_id: Option<String>,
+    /// `Idempotency-Key` as the caller sent it.
+    pub idempotency_key: Option<String>,
+}
+
+impl Origin {
+    fn surface(&self) -> audit::RequestSurface {
+        audit::RequestSurface {
+            surface: if self.surface == "mcp" {
+                audit::surfaces::GATEWAY_MCP
+            } else {
+                audit::surfaces::GATEWAY_LLM
+            }
+            .into(),
+            http_route: self.http_route.into(),
+            user_agent_class: self.user_agent_class.clone(),
+            ..Default::default()
+        }
+    }
+
+    fn correlation(&self, request_id: &str) -> audit::Correlation {
+        audit::Correlation {
+            request_id: request_id.to_string(),
+            trace_id: self.trace_id.clone().unwrap_or_default(),
+            activity_id: self.activity_id.clone().unwrap_or_default(),
+            activity_trust: if self.activity_id.is_some() {
+                "ACTIVITY_TRUST_CALLER_ASSERTED".into()
+            } else {
+                String::new()
+            },
+            idempotency_key: self.idempotency_key.clone().unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The client family: the first product token of `User-Agent`, lowercased, with a `/version`
+/// dropped (`OpenAI/Python 1.2` → `openai`, `python-httpx/0.27` → `python-httpx`).
+pub fn user_agent_class(ua: Option<&str>) -> String {
+    let Some(ua) = ua else {
+        return String::new();
+    };
+    let token = ua.split_whitespace().next().unwrap_or_default();
+    let name = token.split('/').next().unwrap_or_default();
+    name.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .take(40)
+        .collect::<String>()
+        .to_ascii_lowercase()
+}
+
+/// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`).
+pub fn trace_id(traceparent: Option<&str>) -> Option<String> {
+    let mut parts = traceparent?.trim().split('-');
+    let (_version, trace) = (parts.next()?, parts.next()?);
+    (trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit()) && trace != "0".repeat(32))
+        .then(|| trace.to_ascii_lowercase())
+}
+
+/// What is known about a request refused before [`RequestCtx`] exists.
+pub struct PreAuth<'a> {
+    pub workspace_id: &'a str,
+    pub gateway: &'a GatewayEntry,
+    pub agent: Option<&'a AgentEntry>,
+    pub request_id: &'a str,
+    pub origin: &'a Origin,
+}
+
+/// The envelope of an event about an authenticated request; the caller fills `payload` and
+/// `data_handling`.
+pub fn base(
+    rc: &RequestCtx<'_>,
+    event_type: &str,
+    result: &str,
+    resource: audit::ResourceRef,
+) -> AuditEventV1 {
+    let act_as = &rc.context.typed().act_as;
+    AuditEventV1 {
+        event_id: uuid::Uuid::new_v4().to_string(),
+        event_type: event_type.to_string(),
+        time: now(),
+        result: result.to_string(),
+        scope: audit::Scope {
+            kind: "agent".into(),
+            workspace_id: rc.snap.workspace_id.clone(),
+            agent_id: rc.agent.id.clone(),
+            ..Default::default()
+        },
+        actor: audit::Actor {
+            kind: audit::actors::AGENT.into(),
+            id: rc.agent.id.clone(),
+            display: rc.agent.name.clone(),
+            ..Default::default()
+        },
+        on_behalf_of: act_as.present.then(|| audit::Actor {
+            kind: audit::actors::USER.into(),
+            id: act_as.sub.clone(),
+            email: act_as.email.clone(),
+            display: if act_as.verified {
+                format!("verified by {}", act_as.method)
+            } else {
+                "unverified".into()
+            },
+        }),
+        resource: audit::ResourceRef {
+            workspace_id: rc.snap.workspace_id.clone(),
+            ..resource
+        },
+        producer: producer(),
+        request: rc.origin.surface(),
+        correlation: rc.origin.correlation(rc.request_id),
+        data_handling: audit::DataHandling::default(),
+        payload: json!({}),
+    }
+}
+
+/// `access.denied` for a policy denial.
+pub fn denial_event(
+    rc: &RequestCtx<'_>,
+    resource: audit::ResourceRef,
+    action: &str,
+    d: &Denial,
+) -> AuditEventV1 {
+    let mut e = base(
+        rc,
+        audit::types::ACCESS_DENIED,
+        audit::results::DENIED,
+        resource,
+    );
+    e.payload = json!({
+        "action": action,
+        "reason": d.reason,
+        "reason_code": d.reason_code,
+        "determining_policy": d.determining_policy,
+        "gateway_id": rc.gateway.id,
+    });
+    e
+}
+
+/// `access.denied` for a request refused before its agent was known or allowed (bad key,
+/// suspended agent, disabled gateway, act-as failure).
+pub fn refused_event(pre: &PreAuth<'_>, err: &GatewayError) -> AuditEventV1 {
+    let (_, code) = err.openai_type_and_code();
+    let mut e = AuditEventV1 {
+        event_id: uuid::Uuid::new_v4().to_string(),
+        event_type: audit::types::ACCESS_DENIED.into(),
+        time: now(),
+        result: audit::results::DENIED.into(),
+        scope: audit::Scope {
+            kind: "workspace".into(),
+            workspace_id: pre.workspace_id.to_string(),
+            agent_id: pre.agent.map(|a| a.id.clone()).unwrap_or_default(),
+            ..Default::default()
+        },
+        actor: match pre.agent {
+            Some(a) => audit::Actor {
+                kind: audit::actors::AGENT.into(),
+                id: a.id.clone(),
+                display: a.name.clone(),
+                ..Default::default()
+            },
+            None => audit::Actor {
+                kind: audit::actors::UNKNOWN.into(),
+                id: String::new(),
+                display: "unauthenticated caller".into(),
+                ..Default::default()
+            },
+        },
+        on_behalf_of: None,
+        resource: audit::ResourceRef {
+            kind: "gateway".into(),
+            id: pre.gateway.id.clone(),
+            name: pre.gateway.name.clone(),
+            workspace_id: pre.workspace_id.to_string(),
+            ..Default::default()
+        },
+        producer: producer(),
+        request: pre.origin.surface(),
+        correlation: pre.origin.correlation(pre.request_id),
+        data_handling: audit::DataHandling::default(),
+        payload: json!({"reason": err.to_string(), "reason_code": code, "status": err.status(), "gateway_id": pre.gateway.id}),
+    };
+    if let GatewayError::Denied(d) = err {
+        e.payload["reason_code"] = json!(d.reason_code);
+        e.payload["determining_policy"] = json!(d.determining_policy);
+    }
+    e
+}
+
+/// `audit.dropped`, recorded by the gateway itself (the control plane files it under the
+/// gateway's workspace).
+pub fn dropped_event(count: u64, why: &str) -> AuditEventV1 {
+    AuditEventV1 {
+        event_id: uuid::Uuid::new_v4().to_string(),
+        event_type: audit::types::AUDIT_DROPPED.into(),
+        time: now(),
+        result: audit::results::ERROR.into(),
+        scope: audit::Scope {
+            kind: "workspace".into(),
+            ..Default::default()
+        },
+        actor: audit::Actor {
+            kind: audit::actors::SYSTEM.into(),
+            id: format!("gateway/{}", instance_id()),
+            ..Default::default()
+        },
+        on_behalf_of: None,
+        resource: audit::ResourceRef {
+            kind: "audit_spool".into(),
+            ..Default::default()
+        },
+        producer: producer(),
+        request: audit::RequestSurface {
+            surface: audit::surfaces::GATEWAY_INTERNAL.into(),
+            ..Default::default()
+        },
+        correlation: audit::Correlation::default(),
+        data_handling: audit::DataHandling::default(),
+        payload: json!({"dropped": count, "reason": why}),
+    }
+}
+
+/// A duration in milliseconds, to the microsecond.
+pub fn millis(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+/// A resource reference (the workspace is filled in by [`base`]).
+pub fn resource(kind: &str, id: &str, name: &str) -> audit::ResourceRef {
+    audit::ResourceRef {
+        kind: kind.to_string(),
+        id: id.to_string(),
+        name: name.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Keeps known, harmless fields of a JSON value (for usage blocks).
+pub fn pick(v: Option<&Value>, keys: &[&str]) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Some(Value::Object(map)) = v {
+        for k in keys {
+            if let Some(x) = map.get(*k) {
+                out.insert((*k).to_string(), x.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}

@@ -1,0 +1,367 @@
+//! The on-disk spool: JSON lines in numbered segment files (`audit/<seq>.jsonl`) and a cursor
+//! (`audit/cursor.json`, the segment and byte offset shipped up to). Each process writes to a
+//! fresh segment, so a line cut short by a crash never has a successor in its file. The spool
+//! is bounded: past `max_bytes` the oldest segment is deleted and its unshipped events counted
+//! as dropped.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+/// A segment is closed and a new one started past this size (or a tenth of the bound).
+const SEGMENT_BYTES: u64 = 4 * 1024 * 1024;
+/// How much of a segment one batch read looks at.
+const READ_WINDOW: u64 = 256 * 1024;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub seq: u64,
+    pub offset: u64,
+}
+
+struct State {
+    /// Segment number → bytes written to it.
+    segments: BTreeMap<u64, u64>,
+    /// The segment this process appends to.
+    current: u64,
+    file: Option<File>,
+    cursor: Cursor,
+}
+
+struct Inner {
+    dir: PathBuf,
+    max_bytes: u64,
+    segment_bytes: u64,
+    state: Mutex<State>,
+}
+
+#[derive(Clone)]
+pub struct Spool(Arc<Inner>);
+
+/// Events read for shipping, as raw JSON lines, and where the cursor goes once they are sent.
+pub struct Batch {
+    pub lines: Vec<Vec<u8>>,
+    /// Where the lines start; [`Spool::advance`] takes it back.
+    pub from: Cursor,
+    pub next: Cursor,
+}
+
+fn segment_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:012}.jsonl"))
+}
+
+fn count_lines(path: &Path, from: u64) -> u64 {
+    let mut data = Vec::new();
+    let read = File::open(path).and_then(|mut f| {
+        f.seek(SeekFrom::Start(from))?;
+        f.read_to_end(&mut data)
+    });
+    match read {
+        Ok(_) => data.iter().filter(|b| **b == b'\n').count() as u64,
+        Err(_) => 0,
+    }
+}
+
+impl Spool {
+    /// Opens (or creates) the spool in `dir` and starts this process's segment.
+    pub fn open(dir: &Path, max_bytes: u64) -> std::io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        let mut segments = BTreeMap::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(seq) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".jsonl"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            segments.insert(seq, entry.metadata()?.len());
+        }
+        let saved: Option<Cursor> = fs::read(dir.join("cursor.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let current = segments.keys().next_back().map_or(1, |s| s + 1);
+        let cursor = match saved {
+            Some(c) if segments.contains_key(&c.seq) => c,
+            // The cursor's segment is gone (fully shipped or dropped): start at the next one.
+            Some(c) => Cursor {
+                seq: segments.range(c.seq..).next().map_or(current, |(s, _)| *s),
+                offset: 0,
+            },
+            None => Cursor {
+                seq: segments.keys().next().copied().unwrap_or(current),
+                offset: 0,
+            },
+        };
+        segments.insert(current, 0);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(segment_path(dir, current))?;
+        let segment_bytes = SEGMENT_BYTES.min((max_bytes / 10).max(4096));
+        Ok(Spool(Arc::new(Inner {
+            dir: dir.to_path_buf(),
+            max_bytes,
+            segment_bytes,
+            state: Mutex::new(State {
+                segments,
+                current,
+                file: Some(file),
+                cursor,
+            }),
+        })))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends whole lines; returns how many unshipped events the bound pushed out.
+    pub fn append(&self, lines: &[u8]) -> std::io::Result<u64> {
+        let inner = &self.0;
+        let mut st = self.state();
+        let size = st.segments.get(&st.current).copied().unwrap_or(0);
+        if size > 0 && size + lines.len() as u64 > inner.segment_bytes {
+            if let Some(f) = st.file.take() {
+                let _ = f.sync_data();
+            }
+            let next = st.current + 1;
+            st.file = Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(segment_path(&inner.dir, next))?,
+            );
+            st.current = next;
+            st.segments.insert(next, 0);
+        }
+        let current = st.current;
+        match st.file.as_mut() {
+            Some(f) => f.write_all(lines)?,
+            None => return Err(std::io::Error::other("the spool is closed")),
+        }
+        *st.segments.entry(current).or_insert(0) += lines.len() as u64;
+        Ok(self.enforce_bound(&mut st))
+    }
+
+    /// Deletes the oldest segments while the spool is over its bound.
+    fn enforce_bound(&self, st: &mut State) -> u64 {
+        let mut dropped = 0;
+        while st.segments.values().sum::<u64>() > self.0.max_bytes && st.segments.len() > 1 {
+            let Some((&oldest, _)) = st.segments.iter().next() else {
+                break;
+            };
+            if oldest == st.current {
+                break;
+            }
+            let path = segment_path(&self.0.dir, oldest);
+            if oldest >= st.cursor.seq {
+                let from = if oldest == st.cursor.seq {
+                    st.cursor.offset
+                } else {
+                    0
+                };
+                dropped += count_lines(&path, from);
+            }
+            let _ = fs::remove_file(&path);
+            st.segments.remove(&oldest);
+            if st.cursor.seq <= oldest {
+                st.cursor = Cursor {
+                    seq: st.segments.keys().next().copied().unwrap_or(st.current),
+                    offset: 0,
+                };
+            }
+        }
+        dropped
+    }
+
+    /// Makes written events durable (on rotation they already are).
+    pub fn sync(&self) {
+        if let Some(f) = self.state().file.as_ref() {
+            let _ = f.sync_data();
+        }
+    }
+
+    /// Up to `max` complete lines from the cursor on, skipping segments that are used up.
+    pub fn read_batch(&self, max: usize) -> std::io::Result<Batch> {
+        loop {
+            let (cursor, current, size) = {
+                let st = self.state();
+                let size = st.segments.get(&st.cursor.seq).copied();
+                (st.cursor, st.current, size)
+            };
+            let Some(size) = size else {
+                // Its segment was dropped under us; the bound moved the cursor already.
+                return Ok(Batch {
+                    lines: Vec::new(),
+                    from: cursor,
+                    next: cursor,
+                });
+            };
+            let path = segment_path(&self.0.dir, cursor.seq);
+            let mut lines = Vec::new();
+            let mut consumed = 0u64;
+            let mut window = READ_WINDOW;
+            while lines.is_empty() && cursor.offset + consumed < size {
+                let mut data = Vec::new();
+                let mut f = File::open(&path)?;
+                f.seek(SeekFrom::Start(cursor.offset))?;
+                f.take(window).read_to_end(&mut data)?;
+                for line in data.split_inclusive(|b| *b == b'\n') {
+                    if line.last() != Some(&b'\n') || lines.len() == max {
+                        break;
+                    }
+                    consumed += line.len() as u64;
+                    let body = line.trim_ascii();
+                    if !body.is_empty() {
+                        lines.push(body.to_vec());
+                    }
+                }
+                if lines.is_empty() && (data.len() as u64) < window {
+                    break; // only an incomplete line is left
+                }
+                if lines.is_empty() {
+                    window = window.saturating_mul(4);
+                }
+            }
+            let next = Cursor {
+                seq: cursor.seq,
+                offset: cursor.offset + consumed,
+            };
+            if !lines.is_empty() || cursor.seq == current {
+                return Ok(Batch {
+                    lines,
+                    from: cursor,
+                    next,
+                });
+            }
+            // A closed segment with nothing complete left: move on to the next one.
+            let mut st = self.state();
+            if st.cursor == cursor {
+                let after = st
+                    .segments
+                    .range(cursor.seq + 1..)
+                    .next()
+                    .map_or(current, |(s, _)| *s);
+                st.cursor = Cursor {
+                    seq: after,
+                    offset: 0,
+                };
+                st.segments.remove(&cursor.seq);
+                let _ = fs::remove_file(&path);
+                persist(&self.0.dir, st.cursor);
+            }
+        }
+    }
+
+    /// Records that everything before `next` was acknowledged.
+    pub fn advance(&self, from: Cursor, next: Cursor) {
+        let mut st = self.state();
+        // The bound may have moved the cursor past this batch meanwhile.
+        if st.cursor != from {
+            return;
+        }
+        st.cursor = next;
+        persist(&self.0.dir, next);
+    }
+
+    /// Bytes of events not yet shipped (approximately: whole segments after the cursor's).
+    pub fn pending_bytes(&self) -> u64 {
+        let st = self.state();
+        st.segments
+            .range(st.cursor.seq..)
+            .map(|(_, b)| *b)
+            .sum::<u64>()
+            .saturating_sub(st.cursor.offset)
+    }
+
+    pub fn cursor(&self) -> Cursor {
+        self.state().cursor
+    }
+}
+
+fn persist(dir: &Path, cursor: Cursor) {
+    let tmp = dir.join("cursor.json.tmp");
+    let write = serde_json::to_vec(&cursor)
+        .map_err(std::io::Error::other)
+        .and_then(|b| fs::write(&tmp, b))
+        .and_then(|()| fs::rename(&tmp, dir.join("cursor.json")));
+    if let Err(e) = write {
+        tracing::warn!(error = %e, "Could not save the audit spool cursor; events may be re-sent (harmlessly).");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(i: usize) -> Vec<u8> {
+        format!("{{\"n\":{i}}}\n").into_bytes()
+    }
+
+    fn drain(spool: &Spool) -> Vec<Vec<u8>> {
+        let mut all = Vec::new();
+        loop {
+            let b = spool.read_batch(7).unwrap();
+            if b.lines.is_empty() {
+                return all;
+            }
+            all.extend(b.lines);
+            spool.advance(b.from, b.next);
+        }
+    }
+
+    #[test]
+    fn ships_everything_once_across_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
+        for i in 0..10 {
+            spool.append(&line(i)).unwrap();
+        }
+        let first = spool.read_batch(4).unwrap();
+        assert_eq!(first.lines.len(), 4);
+        spool.advance(first.from, first.next);
+        drop(spool);
+        // A partial line left by a crash is skipped, not shipped.
+        let mut old = OpenOptions::new()
+            .append(true)
+            .open(segment_path(dir.path(), 1))
+            .unwrap();
+        old.write_all(b"{\"n\":").unwrap();
+        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
+        for i in 10..15 {
+            spool.append(&line(i)).unwrap();
+        }
+        let rest = drain(&spool);
+        let expected: Vec<Vec<u8>> = (4..15)
+            .map(|i| line(i)[..line(i).len() - 1].to_vec())
+            .collect();
+        assert_eq!(rest, expected);
+        assert_eq!(spool.pending_bytes(), 0);
+    }
+
+    #[test]
+    fn an_incomplete_tail_waits_and_a_full_spool_drops_the_oldest() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
+        spool.append(b"{\"n\":1}\n{\"n\":").unwrap();
+        assert_eq!(spool.read_batch(10).unwrap().lines.len(), 1);
+        let dir = tempfile::tempdir().unwrap();
+        // Segments of 4 KiB, bound 40 KiB: writing 100 KiB drops roughly 60 KiB of events.
+        let spool = Spool::open(dir.path(), 40 * 1024).unwrap();
+        let mut dropped = 0;
+        let big = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(1000));
+        for _ in 0..100 {
+            dropped += spool.append(big.as_bytes()).unwrap();
+        }
+        let kept = drain(&spool).len() as u64;
+        assert_eq!(kept + dropped, 100);
+        assert!(dropped > 50, "dropped {dropped}");
+    }
+}
