@@ -3,6 +3,7 @@
 
 mod admin;
 mod agents;
+mod audit;
 mod models;
 mod tools;
 
@@ -12,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub use admin::{DeploymentCmd, PlatformKeyCmd, RulesCmd};
 pub use agents::{AgentCmd, AgentFields, KeyCmd};
+pub use audit::{AuditCmd, StreamFilters};
 pub use models::{GatewayCmd, ModelCmd, ModelConfig, PoolCmd};
 pub use tools::{HeaderCmd, ToolCmd, ToolFields};
 
@@ -87,6 +89,9 @@ pub enum Command {
     /// Platform keys (admin access to this API).
     #[command(subcommand, name = "platform-key")]
     PlatformKey(PlatformKeyCmd),
+    /// Audit events: query, get, tail.
+    #[command(subcommand)]
+    Audit(AuditCmd),
     /// Who the platform key is.
     Identity,
     /// The workspaces the key can see.

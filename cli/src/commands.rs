@@ -3,6 +3,7 @@
 
 mod admin;
 mod agents;
+mod audit;
 mod gateways;
 mod keys;
 mod models;
@@ -27,6 +28,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
         Command::Rules(c) => rules::run(ctx, c).await,
         Command::Deployment(c) => admin::deployment(ctx, c).await,
         Command::PlatformKey(c) => admin::platform_key(ctx, c).await,
+        Command::Audit(c) => audit::run(ctx, c).await,
         Command::Identity => admin::identity(ctx).await,
         Command::Workspaces => admin::workspaces(ctx).await,
         Command::Up(_) => anyhow::bail!("`up` runs without a control-plane connection"),

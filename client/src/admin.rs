@@ -9,9 +9,9 @@ use crate::error::ClientError;
 
 #[derive(Clone)]
 pub struct AdminClient {
-    http: reqwest::Client,
-    base_url: String,
-    key: String,
+    pub(crate) http: reqwest::Client,
+    pub(crate) base_url: String,
+    pub(crate) key: String,
 }
 
 impl std::fmt::Debug for AdminClient {

@@ -25,6 +25,9 @@ pub enum ClientError {
         #[source]
         source: reqwest::Error,
     },
+    /// A wait ran out (e.g. no audit event matched in time).
+    #[error("timed out: {0}")]
+    Timeout(String),
     /// The reply was not the JSON the operation promises.
     #[error("{path}: unexpected reply: {message}")]
     Decode { path: String, message: String },

@@ -1,7 +1,9 @@
 //! The Portcullis Rust SDK. [`AdminClient`] calls the control-plane API with a platform key;
-//! the agent side (gateway calls, tools-list cache, audit waits) joins it as those features land.
+//! [`audit`] reads, tails and waits for audit events; the agent side (gateway calls,
+//! tools-list cache) joins it as those features land.
 
 pub mod admin;
+pub mod audit;
 pub mod error;
 
 pub use admin::AdminClient;

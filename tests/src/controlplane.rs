@@ -329,7 +329,7 @@ impl ControlPlane {
     }
 }
 
-const TABLES: [&str; 13] = [
+const TABLES: [&str; 16] = [
     "workspaces",
     "platform_keys",
     "deployments",
@@ -343,6 +343,9 @@ const TABLES: [&str; 13] = [
     "gateway_agent_grants",
     "agent_keys",
     "rule_bundles",
+    "tool_connections",
+    "tool_catalog",
+    "audit_events",
 ];
 
 fn spawn(

@@ -12,6 +12,7 @@ pub struct GatewayProcess {
     pub data_dir: tempfile::TempDir,
     control_plane_url: String,
     process: Spawned,
+    earlier_logs: String,
 }
 
 impl GatewayProcess {
@@ -34,6 +35,7 @@ impl GatewayProcess {
             data_dir,
             control_plane_url: cp.url.clone(),
             process: spawn_placeholder(),
+            earlier_logs: String::new(),
         };
         gw.process = gw.spawn("127.0.0.1:0");
         gw.url = format!("http://{}", gw.process.wait_listening("gateway").await);
@@ -84,8 +86,19 @@ impl GatewayProcess {
         self.process.wait_listening("gateway").await;
     }
 
+    /// Stops the gateway with SIGTERM (it drains and flushes) and starts it again on the same
+    /// address and data dir; it serves its last-known-good snapshot if the control plane is down.
+    pub async fn restart_gracefully(&mut self) {
+        let listen = self.url.trim_start_matches("http://").to_string();
+        self.process.terminate().await;
+        self.earlier_logs.push_str(&self.process.logs());
+        self.process = self.spawn(&listen);
+        self.process.wait_listening("gateway").await;
+    }
+
+    /// Everything the gateway logged, across graceful restarts.
     pub fn logs(&self) -> String {
-        self.process.logs()
+        format!("{}{}", self.earlier_logs, self.process.logs())
     }
 
     /// `{url}/gateways/{id}`.

@@ -96,6 +96,23 @@ impl Spawned {
     pub async fn kill(&mut self) {
         let _ = self.child.kill().await;
     }
+
+    /// Sends SIGTERM and waits (up to 30 s) for the process to finish on its own.
+    pub async fn terminate(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status()
+                .await;
+        }
+        let exited = tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await;
+        assert!(
+            exited.is_ok(),
+            "the process did not stop within 30 s of SIGTERM:\n{}",
+            self.logs()
+        );
+    }
 }
 
 fn listening_addr(log: &str) -> Option<String> {

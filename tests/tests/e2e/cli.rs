@@ -6,6 +6,7 @@ use std::time::Duration;
 use portcullis_tests::process::{bin, Spawned};
 use portcullis_tests::{python, Backend, ControlPlane, FakeLlm};
 use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
 use tokio::process::Command;
 
 /// Runs `portcullis` in `dir` with extra environment; returns (exit code, stdout, stderr).
@@ -144,6 +145,69 @@ async fn quick_start_with_portcullis_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("Quick start works."));
+
+    // The calls above are in the audit log: query, get, and a live tail.
+    let mut events = Value::Null;
+    for _ in 0..100 {
+        let (code, out, err) = cli(
+            dir.path(),
+            &env,
+            &[
+                "--json",
+                "audit",
+                "query",
+                "--type",
+                "model.call",
+                "--result",
+                "allowed",
+            ],
+        )
+        .await;
+        assert_eq!(code, 0, "{out}{err}");
+        events = serde_json::from_str(&out).unwrap();
+        if events["events"].as_array().is_some_and(|e| e.len() >= 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = &events["events"][0];
+    assert_eq!(first["type"], "model.call", "{events}");
+    let id = first["event_id"].as_str().unwrap();
+    let (code, out, err) = cli(dir.path(), &env, &["audit", "get", id]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(id) && out.contains("model.call") && out.contains("allowed"),
+        "{out}"
+    );
+    let (code, out, _) = cli(dir.path(), &env, &["audit", "query", "--since", "1h"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("model.call") && out.contains("EVENT ID"),
+        "{out}"
+    );
+    let (code, _, err) = cli(dir.path(), &env, &["audit", "query", "--result", "maybe"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("allowed, denied, error"), "{err}");
+    let mut tail = Command::new(bin("portcullis"));
+    tail.current_dir(dir.path())
+        .args(["--json", "audit", "tail", "--type", "model.call"])
+        .env("PORTCULLIS_URL", url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut tail = tail.spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(tail.stdout.take().unwrap()).lines();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    python::run("openai_chat.py", &[&base, token, "gpt", "plain"]).await;
+    let line = tokio::time::timeout(Duration::from_secs(5), lines.next_line())
+        .await
+        .expect("the tail prints the new event")
+        .unwrap()
+        .unwrap();
+    let tailed: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(tailed["type"], "model.call");
+    assert_ne!(tailed["event_id"], first["event_id"]);
+    let _ = tail.kill().await;
 
     // A second start reuses everything.
     up.kill().await;

@@ -9,6 +9,7 @@
 
 mod agents;
 mod api;
+mod audit;
 mod cli;
 mod gateways;
 mod keys;

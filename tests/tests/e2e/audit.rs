@@ -1,0 +1,755 @@
+//! Audit over real processes: the envelope of model, tool, list and denial events; the
+//! control plane's own management events; queries, pages and filters; the live stream; zero
+//! loss across a control-plane outage and a gateway restart; retention; nothing secret stored.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use portcullis_client::audit::WaitOptions;
+use portcullis_client::AdminClient;
+use portcullis_shared::audit::{AuditEventV1, PayloadFilter, QueryEventsRequest};
+use portcullis_tests::controlplane::{AGENTS, MGMT};
+use portcullis_tests::fake_mcp::FakeMcp;
+use portcullis_tests::{Backend, ControlPlane, FakeLlm, GatewayProcess};
+use serde_json::{json, Value};
+
+use crate::world::{http, model, Http, UPSTREAM_SECRET};
+
+const PROMPT: &str = "prompt-text-that-must-not-be-stored-8841";
+const COMPLETION: &str = "completion-text-that-must-not-be-stored-2217";
+const TOOL_SECRET: &str = "tool-upstream-secret-5590";
+const TOOL_ARG: &str = "tool-argument-that-must-not-be-stored-3318";
+
+fn admin(cp: &ControlPlane) -> AdminClient {
+    AdminClient::new(&cp.url, &cp.key).unwrap()
+}
+
+fn by_activity(cp: &ControlPlane, activity: &str, types: &[&str]) -> QueryEventsRequest {
+    QueryEventsRequest {
+        workspace_id: Some(cp.workspace_id.clone()),
+        activity_id: Some(activity.to_string()),
+        event_types: types.iter().map(|t| t.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+async fn wait(cp: &ControlPlane, filter: &QueryEventsRequest) -> AuditEventV1 {
+    let options = WaitOptions {
+        timeout: Duration::from_secs(15),
+        ..WaitOptions::default()
+    };
+    admin(cp)
+        .wait_for_event(filter, options)
+        .await
+        .unwrap_or_else(|e| panic!("no event for {filter:?}: {e}"))
+}
+
+/// Every event that passes `filter`, walking the pages.
+async fn all(cp: &ControlPlane, filter: &QueryEventsRequest, page_size: u32) -> Vec<AuditEventV1> {
+    let client = admin(cp);
+    let mut request = filter.clone();
+    request.page_size = Some(page_size);
+    let mut out = Vec::new();
+    loop {
+        let page = client.query_events(&request).await.unwrap();
+        assert!(page.events.len() <= page_size as usize);
+        out.extend(page.events);
+        match page.next_page_token {
+            Some(t) => request.page_token = Some(t),
+            None => return out,
+        }
+    }
+}
+
+struct Setup {
+    cp: ControlPlane,
+    gw: GatewayProcess,
+    key: String,
+    _fake: portcullis_tests::fake_llm::RunningFake,
+    _tool: Option<FakeMcp>,
+}
+
+impl Setup {
+    /// `gpt` allowed to `bot`; `other` attached but not allowed; optionally a tool connection
+    /// `fake` whose `whoami` `bot` may call.
+    async fn start(backend: Backend, with_tool: bool) -> Self {
+        let cp = ControlPlane::start(backend).await;
+        let fake = FakeLlm::openai().reply(COMPLETION).start().await;
+        let gateway_id = cp.default_gateway_id.clone();
+        for name in ["gpt", "other"] {
+            let id = model(&cp, name, &fake.base_url()).await;
+            cp.ok(
+                MGMT,
+                "AddGatewayModel",
+                cp.body(json!({"gateway_id": gateway_id, "connection_id": id})),
+            )
+            .await;
+        }
+        let mut agent = json!({"name": "bot", "allowed_gateway_ids": [gateway_id], "allowed_direct_model_names": ["gpt"]});
+        let tool = if with_tool {
+            let fake_tool = FakeMcp::start(TOOL_SECRET, false).await;
+            let id = cp
+                .ok(
+                    MGMT,
+                    "CreateMCPServerConnection",
+                    cp.body(json!({"name": "fake", "protocol": "streamable-http",
+                    "secret_values": {"Authorization": format!("Bearer {TOOL_SECRET}")},
+                    "protocol_config": {"url": fake_tool.url()}})),
+                )
+                .await["connection_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            cp.ok(
+                MGMT,
+                "AddGatewayToolSource",
+                cp.body(json!({"gateway_id": gateway_id, "connection_id": id})),
+            )
+            .await;
+            agent["allowed_tools"] = json!(["fake/whoami"]);
+            Some((fake_tool, id))
+        } else {
+            None
+        };
+        cp.ok(AGENTS, "RegisterAgent", cp.body(agent)).await;
+        let key = cp
+            .ok(
+                AGENTS,
+                "CreateAgentKey",
+                cp.body(json!({"agent_id": "bot", "name": "k"})),
+            )
+            .await["token"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let gw = GatewayProcess::start(&cp).await;
+        let tool = match tool {
+            Some((fake_tool, id)) => {
+                wait_for_catalog(&cp, &id).await;
+                Some(fake_tool)
+            }
+            None => None,
+        };
+        Self {
+            cp,
+            gw,
+            key,
+            _fake: fake,
+            _tool: tool,
+        }
+    }
+
+    fn base(&self) -> String {
+        self.gw.gateway_url(&self.cp.default_gateway_id)
+    }
+
+    async fn chat(&self, model: &str, activity: &str, stream: bool) -> Http {
+        let body = json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": PROMPT}]});
+        http(
+            reqwest::Client::new()
+                .post(format!("{}/v1/chat/completions", self.base()))
+                .bearer_auth(&self.key)
+                .header("x-svc-activity-id", activity)
+                .header(
+                    "traceparent",
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                )
+                .header("user-agent", "OpenAI/Python 1.99.0")
+                .json(&body),
+        )
+        .await
+    }
+
+    async fn rpc(&self, method: &str, params: Value, activity: &str) -> Http {
+        http(
+            reqwest::Client::new()
+                .post(format!("{}/mcp", self.base()))
+                .bearer_auth(&self.key)
+                .header("x-svc-activity-id", activity)
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})),
+        )
+        .await
+    }
+}
+
+async fn wait_for_catalog(cp: &ControlPlane, connection_id: &str) {
+    for _ in 0..200 {
+        let listed = cp
+            .ok(
+                MGMT,
+                "ListConnectionTools",
+                cp.body(json!({"connection_id": connection_id})),
+            )
+            .await;
+        if !listed["tools"].as_array().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the tool connection was never discovered");
+}
+
+fn activity() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+async fn envelopes_filters_and_secrets(backend: Backend) {
+    let s = Setup::start(backend, true).await;
+    let cp = &s.cp;
+    let agent_id = cp
+        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "bot"})))
+        .await["agent"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // A model call.
+    let a = activity();
+    let reply = s.chat("gpt", &a, false).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let request_id = reply.headers["x-request-id"].to_str().unwrap().to_string();
+    let e = wait(cp, &by_activity(cp, &a, &["model.call"])).await;
+    assert_eq!(e.result, "RESULT_ALLOWED");
+    assert_eq!(
+        (e.scope.workspace_id.as_str(), e.scope.agent_id.as_str()),
+        (cp.workspace_id.as_str(), agent_id.as_str())
+    );
+    assert_eq!(
+        (
+            e.actor.kind.as_str(),
+            e.actor.id.as_str(),
+            e.actor.display.as_str()
+        ),
+        ("ACTOR_KIND_AGENT", agent_id.as_str(), "bot")
+    );
+    assert_eq!(
+        (e.resource.kind.as_str(), e.resource.name.as_str()),
+        ("model", "gpt")
+    );
+    assert!(!e.resource.id.is_empty());
+    assert_eq!(e.producer.service, "gateway");
+    assert!(!e.producer.instance_id.is_empty() && !e.producer.version.is_empty());
+    assert_eq!(e.request.surface, "INITIATOR_SURFACE_GATEWAY_LLM");
+    assert_eq!(
+        e.request.http_route,
+        "/gateways/{gateway_id}/v1/chat/completions"
+    );
+    assert_eq!(e.request.user_agent_class, "openai");
+    assert_eq!(e.correlation.request_id, request_id);
+    assert_eq!(e.correlation.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(
+        (
+            e.correlation.activity_id.as_str(),
+            e.correlation.activity_trust.as_str()
+        ),
+        (a.as_str(), "ACTIVITY_TRUST_CALLER_ASSERTED")
+    );
+    assert!(
+        e.data_handling
+            .omitted
+            .contains(&"request.messages".to_string()),
+        "{:?}",
+        e.data_handling
+    );
+    assert_eq!(e.payload["served_by"], "gpt");
+    assert_eq!(e.payload["status"], 200);
+    assert!(
+        e.payload["usage"]["prompt_tokens"].as_u64().unwrap() > 0,
+        "{}",
+        e.payload
+    );
+    assert!(e.payload["latency_ms"].as_f64().unwrap() > 0.0);
+    // Time is RFC 3339 in UTC, to the millisecond.
+    assert!(e.time.ends_with('Z') && e.time.len() == 24, "{}", e.time);
+    let fetched = admin(cp)
+        .get_event(&cp.workspace_id, &e.event_id)
+        .await
+        .unwrap();
+    assert_eq!(fetched, e);
+
+    // A streamed call is metered from the usage chunk the gateway asked for.
+    let streamed = activity();
+    assert_eq!(s.chat("gpt", &streamed, true).await.status, 200);
+    let e = wait(cp, &by_activity(cp, &streamed, &["model.call"])).await;
+    assert_eq!(e.payload["stream"], true);
+    assert!(
+        e.payload["usage"]["completion_tokens"].as_u64().unwrap() > 0,
+        "{}",
+        e.payload
+    );
+
+    // A tool list (audited once: the second is a cache hit) and a tool call.
+    let t = activity();
+    let listed = s.rpc("tools/list", json!({}), &t).await;
+    assert_eq!(
+        listed.body["result"]["tools"][0]["name"], "fake/whoami",
+        "{}",
+        listed.text
+    );
+    s.rpc("tools/list", json!({}), &t).await;
+    let called = s
+        .rpc(
+            "tools/call",
+            json!({"name": "fake/whoami", "arguments": {"note": TOOL_ARG}}),
+            &t,
+        )
+        .await;
+    assert!(
+        called.text.contains(TOOL_SECRET),
+        "the fake echoes what it received: {}",
+        called.text
+    );
+    let e = wait(cp, &by_activity(cp, &t, &["tool.call"])).await;
+    assert_eq!(e.result, "RESULT_ALLOWED");
+    assert_eq!(
+        (e.resource.kind.as_str(), e.resource.name.as_str()),
+        ("tool", "fake/whoami")
+    );
+    assert_eq!(e.request.surface, "INITIATOR_SURFACE_GATEWAY_MCP");
+    assert_eq!(e.request.rpc_method, "tools/call");
+    assert_eq!(e.payload["is_error"], false);
+    assert_eq!(e.correlation.activity_id, t);
+    assert!(e
+        .data_handling
+        .omitted
+        .contains(&"request.arguments".to_string()));
+    // Events ship in order, so once the call's event is in, both lists' would be.
+    let lists = all(cp, &by_activity(cp, &t, &["tool.list"]), 50).await;
+    assert_eq!(lists.len(), 1, "a cache hit is not audited: {lists:?}");
+    assert_eq!(lists[0].payload["tools"], 1);
+
+    // Denials: a model the agent may not invoke, and a tool it may not call.
+    let d = activity();
+    let denied = s.chat("other", &d, false).await;
+    assert_eq!(denied.status, 403);
+    let e = wait(cp, &by_activity(cp, &d, &["access.denied"])).await;
+    assert_eq!(e.result, "RESULT_DENIED");
+    assert_eq!(
+        (e.resource.kind.as_str(), e.resource.name.as_str()),
+        ("model", "other")
+    );
+    assert_eq!(e.payload["action"], "llm:invoke");
+    assert_eq!(
+        e.payload["determining_policy"],
+        denied.body["error"]["determining_policy"]
+    );
+    assert!(!e.payload["determining_policy"].as_str().unwrap().is_empty());
+    let bad_key = http(
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", s.base()))
+            .bearer_auth("svc_ak_not-a-real-key")
+            .header("x-svc-activity-id", &d)
+            .json(&json!({"model": "gpt", "messages": []})),
+    )
+    .await;
+    assert_eq!(bad_key.status, 401);
+    let e = admin(cp)
+        .wait_for_event_where(
+            &by_activity(cp, &d, &["access.denied"]),
+            WaitOptions {
+                timeout: Duration::from_secs(15),
+                ..WaitOptions::default()
+            },
+            |e| e.actor.kind == "ACTOR_KIND_UNSPECIFIED",
+        )
+        .await
+        .expect("the unauthenticated call is audited");
+    assert_eq!(e.payload["reason_code"], "invalid_api_key");
+
+    // The control plane's own operations, with the platform key as actor.
+    let mgmt = wait(
+        cp,
+        &QueryEventsRequest {
+            workspace_id: Some(cp.workspace_id.clone()),
+            event_types: vec!["mgmt.operation".into()],
+            operation: Some("CreateAgentKey".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(mgmt.actor.kind, "ACTOR_KIND_PLATFORM_KEY");
+    assert_eq!(mgmt.request.surface, "INITIATOR_SURFACE_MANAGEMENT_API");
+    assert_eq!(mgmt.producer.service, "controlplane");
+
+    // Filters: results, agents, payload fields; pages hold every event exactly once.
+    let ws = Some(cp.workspace_id.clone());
+    let denied_only = all(
+        cp,
+        &QueryEventsRequest {
+            workspace_id: ws.clone(),
+            results: vec!["RESULT_DENIED".into()],
+            ..Default::default()
+        },
+        50,
+    )
+    .await;
+    assert!(denied_only.len() >= 2 && denied_only.iter().all(|e| e.result == "RESULT_DENIED"));
+    let by_payload = all(
+        cp,
+        &QueryEventsRequest {
+            workspace_id: ws.clone(),
+            payload_filters: vec![PayloadFilter {
+                field: "served_by".into(),
+                values: vec!["gpt".into()],
+            }],
+            ..Default::default()
+        },
+        50,
+    )
+    .await;
+    assert_eq!(by_payload.len(), 2, "the plain and the streamed call");
+    let agent_events = all(
+        cp,
+        &QueryEventsRequest {
+            workspace_id: ws.clone(),
+            agent_ids: vec![agent_id.clone()],
+            ..Default::default()
+        },
+        50,
+    )
+    .await;
+    assert!(agent_events.iter().all(|e| e.scope.agent_id == agent_id));
+    let everything = all(
+        cp,
+        &QueryEventsRequest {
+            workspace_id: ws.clone(),
+            ..Default::default()
+        },
+        1000,
+    )
+    .await;
+    let paged = all(
+        cp,
+        &QueryEventsRequest {
+            workspace_id: ws.clone(),
+            ..Default::default()
+        },
+        3,
+    )
+    .await;
+    let ids: Vec<&str> = paged.iter().map(|e| e.event_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        everything
+            .iter()
+            .map(|e| e.event_id.as_str())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        paged.windows(2).all(|w| w[0].time >= w[1].time),
+        "newest first"
+    );
+    let default_page = admin(cp)
+        .query_events(&QueryEventsRequest {
+            workspace_id: ws.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(default_page.events.len(), everything.len().min(50));
+
+    // Bad input is refused and names the field.
+    let bad = cp
+        .call(
+            "svc.audit.v1.AuditService",
+            "QueryEvents",
+            cp.body(json!({"results": ["ALLOWED"]})),
+        )
+        .await;
+    bad.expect_error("invalid_argument", 400)
+        .mentions("results");
+    let bad = cp
+        .call(
+            "svc.audit.v1.AuditService",
+            "QueryEvents",
+            cp.body(json!({"page_size": 5000})),
+        )
+        .await;
+    bad.expect_error("invalid_argument", 400)
+        .mentions("page_size");
+    let missing = cp
+        .call(
+            "svc.audit.v1.AuditService",
+            "GetEvent",
+            cp.body(json!({"event_id": uuid::Uuid::new_v4().to_string()})),
+        )
+        .await;
+    missing.expect_error("not_found", 404);
+
+    // Only platform keys with view permission read events; agent keys never do.
+    let narrow = cp
+        .ok(
+            MGMT,
+            "CreatePlatformKey",
+            cp.body(json!({"name": "narrow", "role": "viewer", "permissions": ["eventing.view"]})),
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cp.call_as(
+        &narrow,
+        "svc.audit.v1.AuditService",
+        "QueryEvents",
+        cp.body(json!({})),
+    )
+    .await
+    .expect_error("permission_denied", 403);
+    cp.call_as(
+        &s.key,
+        "svc.audit.v1.AuditService",
+        "QueryEvents",
+        cp.body(json!({})),
+    )
+    .await
+    .expect_error_any(&["unauthenticated", "permission_denied"]);
+    let viewer = cp
+        .ok(
+            MGMT,
+            "CreatePlatformKey",
+            cp.body(json!({"name": "viewer", "role": "viewer"})),
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let seen = cp
+        .call_as(
+            &viewer,
+            "svc.audit.v1.AuditService",
+            "QueryEvents",
+            cp.body(json!({"page_size": 1})),
+        )
+        .await;
+    assert_eq!(seen.status, 200, "{}", seen.text);
+
+    // Nothing secret, no prompt, completion or tool argument or result is stored.
+    let store = cp.dump_store().await;
+    assert!(store.contains(&a), "the dump covers the audit table");
+    for needle in [
+        UPSTREAM_SECRET,
+        TOOL_SECRET,
+        s.key.as_str(),
+        cp.key.as_str(),
+        narrow.as_str(),
+        viewer.as_str(),
+        PROMPT,
+        COMPLETION,
+        TOOL_ARG,
+        s.gw.token.as_str(),
+    ] {
+        assert!(!store.contains(needle), "{needle} is stored");
+    }
+    if backend == Backend::Sqlite {
+        let raw = String::from_utf8_lossy(&cp.sqlite_bytes()).into_owned();
+        for needle in [UPSTREAM_SECRET, TOOL_SECRET, PROMPT, COMPLETION, TOOL_ARG] {
+            assert!(!raw.contains(needle), "{needle} is in the SQLite files");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_envelopes_filters_and_secrets_on_sqlite() {
+    envelopes_filters_and_secrets(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_envelopes_filters_and_secrets_on_postgres() {
+    envelopes_filters_and_secrets(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_events_delivers_a_new_event_within_a_second() {
+    let s = Setup::start(Backend::Sqlite, false).await;
+    let client = admin(&s.cp);
+    // The query-only filters are refused.
+    for bad in [
+        json!({"trace_id": "x"}),
+        json!({"workspace_id": s.cp.workspace_id}),
+        json!({"page_size": 5}),
+        json!({"agent_ids": ["a"]}),
+    ] {
+        let filter: QueryEventsRequest = serde_json::from_value(bad.clone()).unwrap();
+        let err = client
+            .stream_events(&filter)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{bad} accepted"));
+        assert_eq!(
+            err.code().map(|c| c.as_str().to_string()).as_deref(),
+            Some("invalid_argument"),
+            "{err}"
+        );
+    }
+    let mut stream = client
+        .stream_events(&QueryEventsRequest {
+            event_types: vec!["model.call".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // A management event does not pass the type filter; the model call does.
+    s.cp.ok(
+        AGENTS,
+        "RegisterAgent",
+        s.cp.body(json!({"name": "another"})),
+    )
+    .await;
+    for round in 0..3 {
+        let a = activity();
+        let started = Instant::now();
+        assert_eq!(s.chat("gpt", &a, false).await.status, 200);
+        let event = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("an event within 5 s")
+            .expect("the stream is open")
+            .unwrap();
+        let took = started.elapsed();
+        assert_eq!(
+            (
+                event.event_type.as_str(),
+                event.correlation.activity_id.as_str()
+            ),
+            ("model.call", a.as_str())
+        );
+        assert!(
+            took < Duration::from_secs(1),
+            "round {round}: the event took {took:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_event_is_lost_across_an_outage_and_a_gateway_restart() {
+    let mut s = Setup::start(Backend::Sqlite, false).await;
+    s.cp.stop().await;
+    let run = activity();
+    let mut request_ids = HashSet::new();
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", s.base());
+    for _ in 0..25 {
+        let calls = (0..20).map(|_| {
+            client
+                .post(&url)
+                .bearer_auth(&s.key)
+                .header("x-svc-activity-id", &run)
+                .json(&json!({"model": "gpt", "messages": [{"role": "user", "content": PROMPT}]}))
+                .send()
+        });
+        for r in futures_util::future::join_all(calls).await {
+            let r = r.unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            request_ids.insert(r.headers()["x-request-id"].to_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(request_ids.len(), 500);
+    // Restart the gateway while the control plane is still down: events wait in the spool.
+    s.gw.restart_gracefully().await;
+    s.cp.restart().await;
+    let filter = by_activity(&s.cp, &run, &["model.call"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let events = loop {
+        let events = all(&s.cp, &filter, 1000).await;
+        if events.len() >= 500 || Instant::now() > deadline {
+            break events;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let ids: HashSet<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
+    let got: HashSet<String> = events
+        .iter()
+        .map(|e| e.correlation.request_id.clone())
+        .collect();
+    assert_eq!(
+        events.len(),
+        500,
+        "every event arrives, once:\n{}",
+        s.gw.logs()
+    );
+    assert_eq!(ids.len(), 500);
+    assert_eq!(got, request_ids);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingest_is_idempotent_and_retention_purges_old_events() {
+    let mut cp =
+        ControlPlane::start_with(Backend::Sqlite, &[("PORTCULLIS_AUDIT_RETENTION_DAYS", "7")])
+            .await;
+    let token = cp
+        .ok(
+            MGMT,
+            "CreateDeployment",
+            cp.body(json!({"name": "gw", "public_url": "http://gateway.test"})),
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let event = |id: &str, days_ago: i64| {
+        let time = (chrono::Utc::now() - chrono::Duration::days(days_ago))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        json!({"event_id": id, "type": "model.call", "time": time, "result": "RESULT_ALLOWED",
+            "scope": {"kind": "agent", "workspace_id": cp.workspace_id}, "actor": {"kind": "ACTOR_KIND_AGENT", "id": "a"},
+            "resource": {"kind": "model"}, "producer": {"service": "gateway", "instance_id": "i", "version": "0"},
+            "request": {"surface": "INITIATOR_SURFACE_GATEWAY_LLM"}, "correlation": {}, "data_handling": {}, "payload": {}})
+    };
+    let (old, recent) = (
+        uuid::Uuid::new_v4().to_string(),
+        uuid::Uuid::new_v4().to_string(),
+    );
+    let batch = json!({"events": [event(&old, 10), event(&recent, 1)]});
+    for expected in [2, 0] {
+        let r = cp
+            .call_as(
+                &token,
+                "svc.sync.v1.SyncService",
+                "IngestAudit",
+                batch.clone(),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_eq!(
+            r.body["stored"], expected,
+            "a re-sent batch stores nothing new"
+        );
+    }
+    // Another workspace's event is refused; a platform key cannot ingest.
+    cp.call_as(
+        &cp.key.clone(),
+        "svc.sync.v1.SyncService",
+        "IngestAudit",
+        batch.clone(),
+    )
+    .await
+    .expect_error_any(&["unauthenticated", "permission_denied"]);
+    let ids = |events: Vec<AuditEventV1>| {
+        events
+            .into_iter()
+            .map(|e| e.event_id)
+            .collect::<HashSet<_>>()
+    };
+    let q = QueryEventsRequest {
+        workspace_id: Some(cp.workspace_id.clone()),
+        event_types: vec!["model.call".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        ids(all(&cp, &q, 50).await),
+        HashSet::from([old.clone(), recent.clone()])
+    );
+    // The purge runs at start and hourly.
+    cp.restart().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = ids(all(&cp, &q, 50).await);
+        if left == HashSet::from([recent.clone()]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the old event was not purged: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
