@@ -34,6 +34,7 @@ enum Msg {
 
 pub struct Audit {
     tx: Option<mpsc::Sender<Msg>>,
+    spool: Option<spool::Spool>,
     /// Events dropped: the writer fell behind, the spool was full, or a line was unreadable.
     pub dropped: Arc<AtomicU64>,
 }
@@ -66,6 +67,7 @@ impl Audit {
     pub fn disabled() -> Self {
         Self {
             tx: None,
+            spool: None,
             dropped: Arc::default(),
         }
     }
@@ -92,7 +94,13 @@ impl Audit {
                 .spawn(move || write(spool, rx, written, dropped))?
         };
         let (stop, stop_rx) = watch::channel(false);
-        let shipper = tokio::spawn(ship::run(spool, target, written, dropped.clone(), stop_rx));
+        let shipper = tokio::spawn(ship::run(
+            spool.clone(),
+            target,
+            written,
+            dropped.clone(),
+            stop_rx,
+        ));
         let tasks = AuditTasks {
             tx: tx.clone(),
             writer,
@@ -102,10 +110,28 @@ impl Audit {
         Ok((
             Self {
                 tx: Some(tx),
+                spool: Some(spool),
                 dropped,
             },
             tasks,
         ))
+    }
+
+    /// The audit lines of `/metrics`.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        out.push_str("# TYPE portcullis_gateway_audit_dropped_total counter\n");
+        let _ = writeln!(
+            out,
+            "portcullis_gateway_audit_dropped_total {}",
+            self.dropped.load(Ordering::Relaxed)
+        );
+        out.push_str("# TYPE portcullis_gateway_audit_spool_pending_bytes gauge\n");
+        let _ = writeln!(
+            out,
+            "portcullis_gateway_audit_spool_pending_bytes {}",
+            self.spool.as_ref().map_or(0, spool::Spool::pending_bytes)
+        );
     }
 
     /// Hands an event over without waiting; a full channel drops it (and counts it).

@@ -181,7 +181,8 @@ async fn dispatch(
         }
         Route::Health => return plain(session, 200, "ok", "text/plain", request_id).await,
         Route::Metrics => {
-            let text = gw.metrics.render(gw.current().map(|s| s.revision));
+            let mut text = gw.metrics.render(gw.current().map(|s| s.revision));
+            gw.audit.render_metrics(&mut text);
             return plain(session, 200, &text, "text/plain; version=0.0.4", request_id).await;
         }
         Route::NotFound => {

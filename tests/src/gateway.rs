@@ -13,12 +13,18 @@ pub struct GatewayProcess {
     control_plane_url: String,
     process: Spawned,
     earlier_logs: String,
+    env: Vec<(String, String)>,
 }
 
 impl GatewayProcess {
     /// Creates a deployment on the control plane and starts a gateway for it on port 0.
     /// (The deployment's public URL is a placeholder: tests call `url` directly.)
     pub async fn start(cp: &ControlPlane) -> Self {
+        Self::start_with(cp, &[]).await
+    }
+
+    /// Starts with extra environment (configuration such as `PORTCULLIS_AUDIT`).
+    pub async fn start_with(cp: &ControlPlane, env: &[(&str, &str)]) -> Self {
         let data_dir = tempfile::tempdir().expect("temp dir");
         let name = format!("gw-{}", uuid::Uuid::new_v4().simple());
         let reply = cp
@@ -36,6 +42,10 @@ impl GatewayProcess {
             control_plane_url: cp.url.clone(),
             process: spawn_placeholder(),
             earlier_logs: String::new(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         gw.process = gw.spawn("127.0.0.1:0");
         gw.url = format!("http://{}", gw.process.wait_listening("gateway").await);
@@ -56,7 +66,8 @@ impl GatewayProcess {
             .env(
                 "RUST_LOG",
                 "debug,hyper=info,h2=info,pingora=info,reqwest=info",
-            );
+            )
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         Spawned::spawn(command)
     }
 

@@ -54,16 +54,33 @@ fn segment_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:012}.jsonl"))
 }
 
-fn count_lines(path: &Path, from: u64) -> u64 {
+/// The events a segment still holds from `from` on. An `audit.dropped` line stands for the
+/// events it reported, so deleting it carries its count over rather than losing it.
+fn lost_events(path: &Path, from: u64) -> u64 {
+    #[derive(Deserialize)]
+    struct Line {
+        #[serde(rename = "type")]
+        event_type: String,
+        #[serde(default)]
+        payload: serde_json::Value,
+    }
     let mut data = Vec::new();
     let read = File::open(path).and_then(|mut f| {
         f.seek(SeekFrom::Start(from))?;
         f.read_to_end(&mut data)
     });
-    match read {
-        Ok(_) => data.iter().filter(|b| **b == b'\n').count() as u64,
-        Err(_) => 0,
+    if read.is_err() {
+        return 0;
     }
+    data.split(|b| *b == b'\n')
+        .filter(|l| !l.trim_ascii().is_empty())
+        .map(|l| match serde_json::from_slice::<Line>(l) {
+            Ok(line) if line.event_type == portcullis_shared::audit::types::AUDIT_DROPPED => {
+                line.payload["dropped"].as_u64().unwrap_or(0)
+            }
+            _ => 1,
+        })
+        .sum()
 }
 
 impl Spool {
@@ -167,7 +184,7 @@ impl Spool {
                 } else {
                     0
                 };
-                dropped += count_lines(&path, from);
+                dropped += lost_events(&path, from);
             }
             let _ = fs::remove_file(&path);
             st.segments.remove(&oldest);

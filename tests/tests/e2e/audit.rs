@@ -73,6 +73,10 @@ impl Setup {
     /// `gpt` allowed to `bot`; `other` attached but not allowed; optionally a tool connection
     /// `fake` whose `whoami` `bot` may call.
     async fn start(backend: Backend, with_tool: bool) -> Self {
+        Self::start_with(backend, with_tool, &[]).await
+    }
+
+    async fn start_with(backend: Backend, with_tool: bool, gateway_env: &[(&str, &str)]) -> Self {
         let cp = ControlPlane::start(backend).await;
         let fake = FakeLlm::openai().reply(COMPLETION).start().await;
         let gateway_id = cp.default_gateway_id.clone();
@@ -122,7 +126,7 @@ impl Setup {
             .as_str()
             .unwrap()
             .to_string();
-        let gw = GatewayProcess::start(&cp).await;
+        let gw = GatewayProcess::start_with(&cp, gateway_env).await;
         let tool = match tool {
             Some((fake_tool, id)) => {
                 wait_for_catalog(&cp, &id).await;
@@ -752,4 +756,84 @@ async fn ingest_is_idempotent_and_retention_purges_old_events() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_spool_drops_the_oldest_and_says_so() {
+    let s = Setup::start_with(
+        Backend::Sqlite,
+        false,
+        &[("PORTCULLIS_AUDIT_SPOOL_MAX_BYTES", "65536")],
+    )
+    .await;
+    let mut s = s;
+    s.cp.stop().await;
+    let run = activity();
+    let mut last = String::new();
+    for _ in 0..400 {
+        let r = s.chat("gpt", &run, false).await;
+        assert_eq!(r.status, 200);
+        last = r.headers["x-request-id"].to_str().unwrap().to_string();
+    }
+    let metrics = reqwest::get(format!("{}/metrics", s.gw.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let dropped_metric: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("portcullis_gateway_audit_dropped_total "))
+        .expect("the counter is exported")
+        .parse()
+        .unwrap();
+    assert!(dropped_metric > 0, "{metrics}");
+    s.cp.restart().await;
+    let cp = &s.cp;
+    let dropped = wait(
+        cp,
+        &QueryEventsRequest {
+            workspace_id: Some(cp.workspace_id.clone()),
+            event_types: vec!["audit.dropped".into()],
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(dropped.result, "RESULT_ERROR");
+    assert_eq!(dropped.producer.service, "gateway");
+    // The newest events survive; the dropped ones are accounted for.
+    let kept_filter = by_activity(cp, &run, &["model.call"]);
+    let newest = admin(cp)
+        .wait_for_event_where(&kept_filter, WaitOptions::default(), |e| {
+            e.correlation.request_id == last
+        })
+        .await
+        .expect("the newest event is kept");
+    assert_eq!(newest.correlation.request_id, last);
+    // Every event is either kept or counted in an `audit.dropped` event (whose count carries
+    // over when a report is itself pushed out).
+    let dropped_filter = QueryEventsRequest {
+        workspace_id: Some(cp.workspace_id.clone()),
+        event_types: vec!["audit.dropped".into()],
+        ..Default::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (kept, reported) = loop {
+        let kept = all(cp, &kept_filter, 1000).await.len() as u64;
+        let reported: u64 = all(cp, &dropped_filter, 1000)
+            .await
+            .iter()
+            .map(|e| e.payload["dropped"].as_u64().unwrap())
+            .sum();
+        if kept + reported >= 400 || Instant::now() > deadline {
+            break (kept, reported);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(kept < 400, "the bound held: {kept} kept");
+    assert_eq!(
+        kept + reported,
+        400,
+        "{kept} kept + {reported} reported dropped"
+    );
 }
