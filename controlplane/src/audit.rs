@@ -52,31 +52,34 @@ pub fn operation(e: &AuditEventV1) -> String {
 /// Stores events (skipping ones already stored) and tells live tails about the new ones.
 pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Result<u64, StoreError> {
     let now = now_ms();
-    let mut stored = Vec::new();
-    {
+    let ops: Vec<String> = events.iter().map(operation).collect();
+    let rows: Vec<store::audit::Columns<'_>> = events
+        .iter()
+        .zip(&ops)
+        .map(|(e, op)| store::audit::Columns {
+            time_ms: time_ms(&e.time).unwrap_or(now),
+            event: e,
+            operation: op,
+        })
+        .collect();
+    let new_ids = {
         let mut tx = store.write_unscoped().await?;
-        for e in &events {
-            let t = time_ms(&e.time).unwrap_or(now);
-            let op = operation(e);
-            if store::audit::insert(
-                tx.conn(),
-                &store::audit::Columns {
-                    time_ms: t,
-                    event: e,
-                    operation: &op,
-                },
-                now,
-            )
-            .await?
-            {
-                stored.push(e);
-            }
-        }
+        let ids = store::audit::insert_many(tx.conn(), &rows, now).await?;
         tx.commit().await?;
-    }
+        ids
+    };
+    // In batch order, each new event once (a batch may repeat an id).
+    let mut seen = std::collections::HashSet::new();
+    let stored: Vec<&AuditEventV1> = events
+        .iter()
+        .filter(|e| new_ids.contains(&e.event_id) && seen.insert(e.event_id.as_str()))
+        .collect();
     let count = stored.len() as u64;
-    for e in stored {
-        let _ = hub.sender.send(Arc::new(e.clone()));
+    // Copies only for live tails that are listening.
+    if hub.sender.receiver_count() > 0 {
+        for e in stored {
+            let _ = hub.sender.send(Arc::new(e.clone()));
+        }
     }
     Ok(count)
 }

@@ -25,9 +25,13 @@ pub use events::{
 const CHANNEL: usize = 65_536;
 /// The writer serializes up to this many queued events per spool write.
 const WRITE_BATCH: usize = 512;
+/// While events keep coming, the writer looks for more this often.
+const POLL_WHEN_BUSY: std::time::Duration = std::time::Duration::from_millis(5);
 
 enum Msg {
-    Event(Box<AuditEventV1>),
+    /// One event as a JSON line (serialized by the emitting thread, so the many small
+    /// allocations of an event are made and freed on one thread).
+    Event(Vec<u8>),
     /// Everything sent before is written and synced; the writer stops.
     Close(oneshot::Sender<()>),
 }
@@ -137,7 +141,13 @@ impl Audit {
     /// Hands an event over without waiting; a full channel drops it (and counts it).
     pub fn emit(&self, event: AuditEventV1) {
         let Some(tx) = &self.tx else { return };
-        if tx.try_send(Msg::Event(Box::new(event))).is_err() {
+        let mut line = Vec::with_capacity(1024);
+        if serde_json::to_writer(&mut line, &event).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        line.push(b'\n');
+        if tx.try_send(Msg::Event(line)).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -152,17 +162,38 @@ fn write(
 ) {
     let mut reported = 0u64;
     let mut buf = Vec::with_capacity(64 * 1024);
-    while let Some(first) = rx.blocking_recv() {
+    let mut busy = false;
+    let mut full = false;
+    loop {
+        // Under load, poll every few milliseconds instead of waiting on the channel: a waiting
+        // receiver makes every sender pay a thread wake-up. When a poll finds nothing, wait.
+        let first = if busy {
+            if !full {
+                std::thread::sleep(POLL_WHEN_BUSY);
+            }
+            match rx.try_recv() {
+                Ok(m) => m,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    busy = false;
+                    continue;
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+            }
+        } else {
+            match rx.blocking_recv() {
+                Some(m) => m,
+                None => break,
+            }
+        };
+        busy = true;
         buf.clear();
         let mut close = None;
         let mut next = Some(first);
         let mut n = 0;
         while let Some(msg) = next.take() {
             match msg {
-                Msg::Event(e) => {
-                    if serde_json::to_writer(&mut buf, &e).is_ok() {
-                        buf.push(b'\n');
-                    }
+                Msg::Event(line) => {
+                    buf.extend_from_slice(&line);
                     n += 1;
                 }
                 Msg::Close(done) => {
@@ -174,6 +205,7 @@ fn write(
                 next = rx.try_recv().ok();
             }
         }
+        full = n >= WRITE_BATCH;
         if !buf.is_empty() {
             match spool.append(&buf) {
                 Ok(0) => {}

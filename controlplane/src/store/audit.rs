@@ -12,36 +12,66 @@ pub struct Columns<'a> {
     pub operation: &'a str,
 }
 
-/// Stores an event; `false` when one with its id is already stored.
-pub async fn insert(conn: &mut Conn, c: &Columns<'_>, now: i64) -> Result<bool, StoreError> {
-    let e = c.event;
-    let body = serde_json::to_string(e).map_err(corrupt)?;
-    let done = sqlx::query(
-        "INSERT INTO audit_events (event_id, workspace_id, time_ms, type, result, agent_id, \
-         actor_id, resource_kind, resource_id, resource_name, producer_service, surface, \
-         operation, trace_id, activity_id, body, ingested_at) VALUES ($1, $2, $3, $4, $5, $6, \
-         $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT (event_id) DO NOTHING",
-    )
-    .bind(&e.event_id)
-    .bind(&e.scope.workspace_id)
-    .bind(c.time_ms)
-    .bind(&e.event_type)
-    .bind(&e.result)
-    .bind(&e.scope.agent_id)
-    .bind(&e.actor.id)
-    .bind(&e.resource.kind)
-    .bind(&e.resource.id)
-    .bind(&e.resource.name)
-    .bind(&e.producer.service)
-    .bind(&e.request.surface)
-    .bind(c.operation)
-    .bind(&e.correlation.trace_id)
-    .bind(&e.correlation.activity_id)
-    .bind(body)
-    .bind(now)
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() > 0)
+/// Rows per INSERT statement (17 parameters each). Small enough that SQLite's parameter-name
+/// lookup while binding (linear in the number of parameters, per parameter) stays cheap.
+const ROWS_PER_STATEMENT: usize = 16;
+
+/// Stores events in multi-row statements; returns the ids that were new (an id already
+/// stored is skipped, so re-sending is harmless).
+pub async fn insert_many(
+    conn: &mut Conn,
+    rows: &[Columns<'_>],
+    now: i64,
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    let mut stored = std::collections::HashSet::new();
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let mut sql = String::from(
+            "INSERT INTO audit_events (event_id, workspace_id, time_ms, type, result, agent_id, \
+             actor_id, resource_kind, resource_id, resource_name, producer_service, surface, \
+             operation, trace_id, activity_id, body, ingested_at) VALUES ",
+        );
+        for i in 0..chunk.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('(');
+            for j in 0..17 {
+                if j > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&format!("${}", i * 17 + j + 1));
+            }
+            sql.push(')');
+        }
+        sql.push_str(" ON CONFLICT (event_id) DO NOTHING RETURNING event_id");
+        let mut query = sqlx::query_as::<_, (String,)>(&sql);
+        for c in chunk {
+            let e = c.event;
+            let body = serde_json::to_string(e).map_err(corrupt)?;
+            query = query
+                .bind(e.event_id.clone())
+                .bind(e.scope.workspace_id.clone())
+                .bind(c.time_ms)
+                .bind(e.event_type.clone())
+                .bind(e.result.clone())
+                .bind(e.scope.agent_id.clone())
+                .bind(e.actor.id.clone())
+                .bind(e.resource.kind.clone())
+                .bind(e.resource.id.clone())
+                .bind(e.resource.name.clone())
+                .bind(e.producer.service.clone())
+                .bind(e.request.surface.clone())
+                .bind(c.operation.to_string())
+                .bind(e.correlation.trace_id.clone())
+                .bind(e.correlation.activity_id.clone())
+                .bind(body)
+                .bind(now);
+        }
+        for (id,) in query.fetch_all(&mut *conn).await? {
+            stored.insert(id);
+        }
+    }
+    Ok(stored)
 }
 
 pub async fn get(
