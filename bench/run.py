@@ -14,6 +14,7 @@ Run it through bench/run.sh, which builds what it needs.
 """
 import json
 import os
+import signal
 import re
 import subprocess
 import sys
@@ -126,12 +127,17 @@ def main():
     token = call(base, key, "CreateDeployment", {"workspace_id": ws, "name": "bench", "public_url": "http://127.0.0.1"})["token"]
     gw, gw_addr = start([f"{BIN}/portcullis-gateway", "--control-plane-url", base, "--listen", "127.0.0.1:0",
                          "--data-dir", f"{tmp}/gw"], f"{tmp}/gw.log", {"PORTCULLIS_TOKEN": token, "RUST_LOG": "warn,portcullis_gateway=info"})
-    for _ in range(200):
-        try:
-            if urllib.request.urlopen(f"http://{gw_addr}/ready").status == 200:
-                break
-        except Exception:
-            time.sleep(0.05)
+    # The same gateway with audit off, to measure what audit costs.
+    quiet, quiet_addr = start([f"{BIN}/portcullis-gateway", "--control-plane-url", base, "--listen", "127.0.0.1:0",
+                               "--data-dir", f"{tmp}/gw-quiet"], f"{tmp}/gw-quiet.log",
+                              {"PORTCULLIS_TOKEN": token, "PORTCULLIS_AUDIT": "false", "RUST_LOG": "warn,portcullis_gateway=info"})
+    for addr in (gw_addr, quiet_addr):
+        for _ in range(200):
+            try:
+                if urllib.request.urlopen(f"http://{addr}/ready").status == 200:
+                    break
+            except Exception:
+                time.sleep(0.05)
 
     if os.environ.get("PORTCULLIS_BENCH_HOLD"):
         # Leave the set-up running for manual measurement.
@@ -168,6 +174,29 @@ def main():
     results["direct_stream_ttfb"] = ttfb(direct_url, None)
     results["gateway_stream_ttfb"] = ttfb(gw_url, agent_key)
     results["gateway_peak_rss_mib"] = peak_rss_mib(gw.pid)
+    # Audit on versus off: the fixed rate alternately (off, on, off, on; the median of each) to
+    # even out drift, then saturation with CPU per request.
+    quiet_url = f"http://{quiet_addr}/gateways/{gid}/v1/chat/completions"
+    on, off = [results["gateway_fixed_rate"]], []
+    for _ in range(2):
+        off.append(oha(quiet_url, agent_key, ["-c", "16", "-q", str(RATE)]))
+        on.append(oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)]))
+    results["audit_on_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in on)[1]
+    results["audit_off_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in off)[len(off) // 2]
+    results["audit_direct_fixed_rate_p50_ms"] = results["direct_fixed_rate"]["p50_ms"]
+    # The gateway's own share: audit on while the co-located control plane is paused (events
+    # only spool; they ship after), so its ingest does not compete for the two cores.
+    os.kill(cp.pid, signal.SIGSTOP)
+    try:
+        before = cpu_seconds(gw.pid)
+        results["audit_on_cp_paused_saturation"] = oha(gw_url, agent_key, ["-c", str(CONCURRENCY)])
+        results["audit_on_cp_paused_cpu_us_per_request"] = (cpu_seconds(gw.pid) - before) / max(results["audit_on_cp_paused_saturation"]["requests"], 1) * 1e6
+    finally:
+        os.kill(cp.pid, signal.SIGCONT)
+    time.sleep(5)
+    before = cpu_seconds(quiet.pid)
+    results["audit_off_saturation"] = oha(quiet_url, agent_key, ["-c", str(CONCURRENCY)])
+    results["audit_off_cpu_us_per_request"] = (cpu_seconds(quiet.pid) - before) / max(results["audit_off_saturation"]["requests"], 1) * 1e6
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "latest.json"), "w") as f:
         json.dump(results, f, indent=2)
@@ -178,6 +207,12 @@ def machine():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     mem = next((int(l.split()[1]) // 1024 // 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal")), 0)
     return f"{os.cpu_count()} cores ({cpu}), {mem} GiB"
+
+
+def audit_rise(r):
+    off = r["audit_off_fixed_rate_p50_ms"] - r["audit_direct_fixed_rate_p50_ms"]
+    on = r["audit_on_fixed_rate_p50_ms"] - r["audit_direct_fixed_rate_p50_ms"]
+    return f"{(on / off - 1) * 100:+.0f} % added latency" if off > 0 else "n/a"
 
 
 def table(r):
@@ -196,6 +231,10 @@ def table(r):
         f"| MCP tools/call, c=16: requests/s | {dm['rps']:.0f} | {gm['rps']:.0f} | {gm['rps'] / dm['rps'] * 100:.0f} % of direct |",
         f"| gateway CPU per request (saturation) | | {r['gateway_cpu_us_per_request']:.0f} µs | |",
         f"| gateway peak RSS | | {r['gateway_peak_rss_mib']:.1f} MiB | |",
+        f"| audit off → on: {r['rate']} requests/s, added p50 ms (median of runs) | | {r['audit_off_fixed_rate_p50_ms'] - r['audit_direct_fixed_rate_p50_ms']:.3f} → {r['audit_on_fixed_rate_p50_ms'] - r['audit_direct_fixed_rate_p50_ms']:.3f} | {audit_rise(r)} |",
+        f"| audit off → on: saturation requests/s | | {r['audit_off_saturation']['rps']:.0f} → {gs['rps']:.0f} | {(gs['rps'] / r['audit_off_saturation']['rps'] - 1) * 100:+.0f} % |",
+        f"| audit off → on: CPU per request | | {r['audit_off_cpu_us_per_request']:.0f} → {r['gateway_cpu_us_per_request']:.0f} µs | |",
+        f"| audit on, control plane paused (no ingest on this box): saturation requests/s, CPU per request | | {r['audit_on_cp_paused_saturation']['rps']:.0f}, {r['audit_on_cp_paused_cpu_us_per_request']:.0f} µs | {(r['audit_on_cp_paused_saturation']['rps'] / r['audit_off_saturation']['rps'] - 1) * 100:+.0f} % vs audit off |",
         f"| non-2xx replies (saturation / fixed rate / MCP) | {ds['requests'] - ds['ok']} / {df['requests'] - df['ok']} / {dm['requests'] - dm['ok']} | {gs['requests'] - gs['ok']} / {gf['requests'] - gf['ok']} / {gm['requests'] - gm['ok']} | |",
     ]
     return "\n".join(rows) + f"\n\nMachine: {r['machine']}; {r['duration']} per run.\n"

@@ -136,10 +136,9 @@ pub fn base(
             kind: audit::actors::USER.into(),
             id: act_as.sub.clone(),
             email: act_as.email.clone(),
-            display: if act_as.verified {
-                format!("verified by {}", act_as.method)
-            } else {
-                "unverified".into()
+            display: match (act_as.verified, act_as.method.as_str()) {
+                (true, "none") | (false, _) => "asserted by the agent, not verified".into(),
+                (true, method) => format!("verified by {method}"),
             },
         }),
         resource: audit::ResourceRef {

@@ -3,6 +3,8 @@
 //! loss across a control-plane outage and a gateway restart; retention; nothing secret stored.
 
 use std::collections::HashSet;
+
+use base64::Engine as _;
 use std::time::{Duration, Instant};
 
 use portcullis_client::audit::WaitOptions;
@@ -272,6 +274,64 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         .unwrap();
     assert_eq!(fetched, e);
 
+    // An agent acting for a person: the person is recorded beside the agent.
+    cp.ok(
+        AGENTS,
+        "RegisterAgent",
+        cp.body(
+            json!({"name": "helper", "allowed_gateway_ids": [cp.default_gateway_id],
+        "allowed_direct_model_names": ["gpt"], "actas_method": "none"}),
+        ),
+    )
+    .await;
+    let helper_key = cp
+        .ok(
+            AGENTS,
+            "CreateAgentKey",
+            cp.body(json!({"agent_id": "helper", "name": "k"})),
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let person = base64::engine::general_purpose::STANDARD
+        .encode(r#"{"sub":"u-42","email":"u42@example.com"}"#);
+    let p = activity();
+    let mut acted = Http {
+        status: 0,
+        headers: Default::default(),
+        body: Value::Null,
+        text: String::new(),
+    };
+    for _ in 0..100 {
+        acted = http(
+            reqwest::Client::new()
+                .post(format!("{}/v1/chat/completions", s.base()))
+                .bearer_auth(&helper_key)
+                .header("x-svc-activity-id", &p)
+                .header("x-svc-act-as", &person)
+                .json(&json!({"model": "gpt", "messages": [{"role": "user", "content": PROMPT}]})),
+        )
+        .await;
+        if acted.status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(acted.status, 200, "{}", acted.text);
+    let e = wait(cp, &by_activity(cp, &p, &["model.call"])).await;
+    assert_eq!(e.actor.display, "helper");
+    let on_behalf = e.on_behalf_of.expect("the person is recorded");
+    assert_eq!(
+        (
+            on_behalf.kind.as_str(),
+            on_behalf.id.as_str(),
+            on_behalf.email.as_str()
+        ),
+        ("ACTOR_KIND_USER", "u-42", "u42@example.com")
+    );
+    assert_eq!(on_behalf.display, "asserted by the agent, not verified");
+
     // A streamed call is metered from the usage chunk the gateway asked for.
     let streamed = activity();
     assert_eq!(s.chat("gpt", &streamed, true).await.status, 200);
@@ -402,7 +462,11 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         50,
     )
     .await;
-    assert_eq!(by_payload.len(), 2, "the plain and the streamed call");
+    assert_eq!(
+        by_payload.len(),
+        3,
+        "the plain, the acted-for and the streamed call"
+    );
     let agent_events = all(
         cp,
         &QueryEventsRequest {
