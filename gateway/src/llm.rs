@@ -12,6 +12,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use pingora::proxy::Session;
 use portcullis_shared::policy::Action;
+use portcullis_shared::prices;
 use serde_json::{json, Map, Value};
 
 use crate::error::GatewayError;
@@ -138,7 +139,7 @@ pub async fn chat(
 /// What the members loop learned, for the `model.call` event.
 #[derive(Default)]
 struct Served {
-    model: Option<(String, &'static str, String)>,
+    model: Option<std::sync::Arc<crate::snapshot::ModelEntry>>,
     attempts: u32,
     usage: Option<Value>,
 }
@@ -170,10 +171,10 @@ fn model_call_event(
         "latency_ms": audit::millis(latency),
         "attempts": served.attempts,
     });
-    if let Some((name, provider, upstream_model)) = served.model {
-        payload["served_by"] = json!(name);
-        payload["provider"] = json!(provider);
-        payload["upstream_model"] = json!(upstream_model);
+    if let Some(model) = &served.model {
+        payload["served_by"] = json!(model.name);
+        payload["provider"] = json!(model.provider.id);
+        payload["upstream_model"] = json!(model.upstream_model);
     }
     if let Some(u) = served.usage.as_ref() {
         payload["usage"] = audit::pick(
@@ -186,6 +187,24 @@ fn model_call_event(
                 "completion_tokens_details",
             ],
         );
+    }
+    // Spend: metered usage at the serving model's price, in integer micro-USD.
+    let metered = served.usage.as_ref().and_then(prices::Usage::from_openai);
+    match (
+        served.model.as_ref().and_then(|m| m.price.as_ref()),
+        metered,
+    ) {
+        (Some((source, price)), Some(usage)) => {
+            payload["cost_micros"] = json!(price.cost_micros(&usage));
+            payload["price_source"] = json!(match source {
+                prices::PriceSource::Override => "override".to_string(),
+                prices::PriceSource::Table(key) => {
+                    format!("table {}: {key}", prices::TABLE_VERSION)
+                }
+            });
+        }
+        (None, Some(_)) => payload["price_source"] = json!("unpriced"),
+        _ => {}
     }
     if let Some(err) = error {
         payload["error"] = json!(err.to_string());
@@ -232,11 +251,7 @@ async fn call_members(
             serde_json::to_vec(&request).map_err(|e| GatewayError::Internal(e.to_string()))?,
         );
         served.attempts += 1;
-        served.model = Some((
-            model.name.clone(),
-            model.provider.id,
-            model.upstream_model.clone(),
-        ));
+        served.model = Some(model.clone());
         match upstream::attempt(gw, &model, url, headers, body, streaming).await {
             Attempt::Success(response) => {
                 model.health.record_success();

@@ -143,6 +143,11 @@ pub struct ModelEntry {
     pub id: String,
     pub name: String,
     pub provider: &'static Provider,
+    /// The connection's price override, else the shipped table's price; `None` when unknown.
+    pub price: Option<(
+        portcullis_shared::prices::PriceSource,
+        portcullis_shared::prices::Price,
+    )>,
     pub upstream_model: String,
     /// `{base_url}/chat/completions`, parsed once; `None` when the provider needs translation.
     pub chat_url: Option<reqwest::Url>,

@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod keys;
 pub mod policy;
+pub mod prices;
 pub mod provider;
 pub mod seal;
 pub mod snapshot;

@@ -11,6 +11,7 @@ use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::rules::BundleScope;
 use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::policy::{self, Kind};
+use portcullis_shared::prices;
 use portcullis_shared::provider::{self, SecretShape};
 use portcullis_shared::snapshot::{SnapModel, Snapshot};
 
@@ -330,10 +331,12 @@ fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, String> {
             m.name
         )),
     };
+    let price = prices::resolve(m.provider_config.get("pricing"), &upstream_model);
     Ok(ModelEntry {
         id: m.connection_id.clone(),
         name: m.name.clone(),
         provider,
+        price,
         upstream_model,
         chat_url,
         credential,

@@ -266,6 +266,17 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         e.payload
     );
     assert!(e.payload["latency_ms"].as_f64().unwrap() > 0.0);
+    // Priced from the shipped table (the upstream id is a dated gpt-4o-mini): $0.15 and $0.60
+    // per million tokens, in micro-USD rounded up.
+    let (p_in, p_out) = (
+        e.payload["usage"]["prompt_tokens"].as_u64().unwrap(),
+        e.payload["usage"]["completion_tokens"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        e.payload["cost_micros"],
+        (p_in * 150_000 + p_out * 600_000).div_ceil(1_000_000)
+    );
+    assert_eq!(e.payload["price_source"], "table 2026-11-01: gpt-4o-mini");
     // Time is RFC 3339 in UTC, to the millisecond.
     assert!(e.time.ends_with('Z') && e.time.len() == 24, "{}", e.time);
     let fetched = admin(cp)
@@ -331,6 +342,50 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         ("ACTOR_KIND_USER", "u-42", "u42@example.com")
     );
     assert_eq!(on_behalf.display, "asserted by the agent, not verified");
+
+    // A connection's own pricing overrides the table.
+    let priced = cp
+        .ok(
+            MGMT,
+            "CreateLLMModelConnection",
+            cp.body(json!({"name": "priced", "provider": "openai_compatible",
+            "provider_config": {"model": "in-house-model", "base_url": s._fake.base_url(),
+                "pricing": {"input_usd_per_mtok": 1000.0, "output_usd_per_mtok": 2000.0}},
+            "secret_values": {"Authorization": format!("Bearer {UPSTREAM_SECRET}")}})),
+        )
+        .await["connection_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cp.ok(
+        MGMT,
+        "AddGatewayModel",
+        cp.body(json!({"gateway_id": cp.default_gateway_id, "connection_id": priced})),
+    )
+    .await;
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "bot", "allowed_direct_model_names": ["gpt", "priced"]})),
+    )
+    .await;
+    let o = activity();
+    let mut status = 0;
+    for _ in 0..100 {
+        status = s.chat("priced", &o, false).await.status;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 200);
+    let e = wait(cp, &by_activity(cp, &o, &["model.call"])).await;
+    let (p_in, p_out) = (
+        e.payload["usage"]["prompt_tokens"].as_u64().unwrap(),
+        e.payload["usage"]["completion_tokens"].as_u64().unwrap(),
+    );
+    assert_eq!(e.payload["cost_micros"], p_in * 1000 + p_out * 2000);
+    assert_eq!(e.payload["price_source"], "override");
 
     // A streamed call is metered from the usage chunk the gateway asked for.
     let streamed = activity();

@@ -1,0 +1,289 @@
+//! The shipped price table and metering arithmetic. Prices are USD per million tokens, which is
+//! the same number as micro-USD per token; they are held as integer micro-USD per million
+//! tokens and costs come out in integer micro-USD, rounded up (a call never costs less than it
+//! metered). A model connection's `provider_config.pricing` overrides the table.
+
+use serde_json::Value;
+
+/// The table's version, recorded with every priced call.
+pub const TABLE_VERSION: &str = "2026-11-01";
+
+/// Micro-USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Price {
+    pub input: u64,
+    pub output: u64,
+    /// Prompt tokens served from the provider's cache.
+    pub cached_input: u64,
+}
+
+/// Where a model's price came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PriceSource {
+    /// The connection's `provider_config.pricing`.
+    Override,
+    /// The shipped table, under this key.
+    Table(&'static str),
+}
+
+/// Tokens a call used, as the upstream reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Part of `prompt_tokens` served from cache.
+    pub cached_tokens: u64,
+}
+
+impl Usage {
+    /// Reads an OpenAI-shaped `usage` object (`prompt_tokens`, `completion_tokens`,
+    /// `prompt_tokens_details.cached_tokens`).
+    pub fn from_openai(usage: &Value) -> Option<Self> {
+        let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
+        let prompt = usage.get("prompt_tokens").and_then(Value::as_u64)?;
+        Some(Self {
+            prompt_tokens: prompt,
+            completion_tokens: n(usage.get("completion_tokens")),
+            cached_tokens: n(usage
+                .get("prompt_tokens_details")
+                .and_then(|d| d.get("cached_tokens")))
+            .min(prompt),
+        })
+    }
+}
+
+impl Price {
+    const fn usd_per_mtok(input: f64, output: f64, cached_input: f64) -> Self {
+        // Rounded to the nearest unit: 0.15 × 10⁶ is 149999.99… in binary floating point.
+        Self {
+            input: (input * 1_000_000.0 + 0.5) as u64,
+            output: (output * 1_000_000.0 + 0.5) as u64,
+            cached_input: (cached_input * 1_000_000.0 + 0.5) as u64,
+        }
+    }
+
+    /// The cost of `usage` in micro-USD, rounded up.
+    pub fn cost_micros(&self, usage: &Usage) -> u64 {
+        let uncached = usage.prompt_tokens.saturating_sub(usage.cached_tokens);
+        let pico = u128::from(uncached) * u128::from(self.input)
+            + u128::from(usage.cached_tokens) * u128::from(self.cached_input)
+            + u128::from(usage.completion_tokens) * u128::from(self.output);
+        u64::try_from(pico.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    }
+
+    /// A `provider_config.pricing` object (`input_usd_per_mtok`, `output_usd_per_mtok`,
+    /// `cached_input_usd_per_mtok`; a missing cached price is the input price).
+    pub fn from_override(pricing: &Value) -> Option<Self> {
+        let usd = |k: &str| {
+            pricing
+                .get(k)
+                .and_then(Value::as_f64)
+                .filter(|v| v.is_finite() && *v >= 0.0)
+        };
+        let input = usd("input_usd_per_mtok")?;
+        let output = usd("output_usd_per_mtok")?;
+        let cached = usd("cached_input_usd_per_mtok").unwrap_or(input);
+        let micros = |v: f64| (v * 1_000_000.0).round() as u64;
+        Some(Self {
+            input: micros(input),
+            output: micros(output),
+            cached_input: micros(cached),
+        })
+    }
+}
+
+/// USD per million tokens: input, output, cached input. Keys match model ids by prefix after
+/// any vendor prefix (`openai/`, `anthropic.`, `us.anthropic.`, `models/`) is removed, the
+/// longest key winning, so dated variants (`gpt-4o-mini-2024-07-18`) take their family's price.
+const TABLE: &[(&str, Price)] = &[
+    // OpenAI
+    ("gpt-5", Price::usd_per_mtok(1.25, 10.0, 0.125)),
+    ("gpt-5-mini", Price::usd_per_mtok(0.25, 2.0, 0.025)),
+    ("gpt-5-nano", Price::usd_per_mtok(0.05, 0.40, 0.005)),
+    ("gpt-4.1", Price::usd_per_mtok(2.0, 8.0, 0.50)),
+    ("gpt-4.1-mini", Price::usd_per_mtok(0.40, 1.60, 0.10)),
+    ("gpt-4.1-nano", Price::usd_per_mtok(0.10, 0.40, 0.025)),
+    ("gpt-4o", Price::usd_per_mtok(2.50, 10.0, 1.25)),
+    ("gpt-4o-mini", Price::usd_per_mtok(0.15, 0.60, 0.075)),
+    ("gpt-4-turbo", Price::usd_per_mtok(10.0, 30.0, 10.0)),
+    ("gpt-4", Price::usd_per_mtok(30.0, 60.0, 30.0)),
+    ("gpt-3.5-turbo", Price::usd_per_mtok(0.50, 1.50, 0.50)),
+    ("o1", Price::usd_per_mtok(15.0, 60.0, 7.50)),
+    ("o1-mini", Price::usd_per_mtok(1.10, 4.40, 0.55)),
+    ("o3", Price::usd_per_mtok(2.0, 8.0, 0.50)),
+    ("o3-mini", Price::usd_per_mtok(1.10, 4.40, 0.55)),
+    ("o4-mini", Price::usd_per_mtok(1.10, 4.40, 0.275)),
+    // Anthropic (also as Bedrock ids)
+    ("claude-opus-4", Price::usd_per_mtok(15.0, 75.0, 1.50)),
+    ("claude-sonnet-4", Price::usd_per_mtok(3.0, 15.0, 0.30)),
+    ("claude-haiku-4", Price::usd_per_mtok(1.0, 5.0, 0.10)),
+    ("claude-3-7-sonnet", Price::usd_per_mtok(3.0, 15.0, 0.30)),
+    ("claude-3-5-sonnet", Price::usd_per_mtok(3.0, 15.0, 0.30)),
+    ("claude-3-5-haiku", Price::usd_per_mtok(0.80, 4.0, 0.08)),
+    ("claude-3-opus", Price::usd_per_mtok(15.0, 75.0, 1.50)),
+    ("claude-3-haiku", Price::usd_per_mtok(0.25, 1.25, 0.03)),
+    // Google
+    ("gemini-2.5-pro", Price::usd_per_mtok(1.25, 10.0, 0.31)),
+    ("gemini-2.5-flash", Price::usd_per_mtok(0.30, 2.50, 0.075)),
+    (
+        "gemini-2.5-flash-lite",
+        Price::usd_per_mtok(0.10, 0.40, 0.025),
+    ),
+    ("gemini-2.0-flash", Price::usd_per_mtok(0.10, 0.40, 0.025)),
+    (
+        "gemini-2.0-flash-lite",
+        Price::usd_per_mtok(0.075, 0.30, 0.075),
+    ),
+    ("gemini-1.5-pro", Price::usd_per_mtok(1.25, 5.0, 0.3125)),
+    (
+        "gemini-1.5-flash",
+        Price::usd_per_mtok(0.075, 0.30, 0.01875),
+    ),
+    // Amazon (Bedrock)
+    ("amazon.nova-pro", Price::usd_per_mtok(0.80, 3.20, 0.20)),
+    ("amazon.nova-lite", Price::usd_per_mtok(0.06, 0.24, 0.015)),
+    (
+        "amazon.nova-micro",
+        Price::usd_per_mtok(0.035, 0.14, 0.00875),
+    ),
+    ("meta.llama3-1-70b", Price::usd_per_mtok(0.72, 0.72, 0.72)),
+    ("meta.llama3-1-8b", Price::usd_per_mtok(0.22, 0.22, 0.22)),
+    // Mistral
+    ("mistral-large", Price::usd_per_mtok(2.0, 6.0, 2.0)),
+    ("mistral-medium", Price::usd_per_mtok(0.40, 2.0, 0.40)),
+    ("mistral-small", Price::usd_per_mtok(0.10, 0.30, 0.10)),
+    ("codestral", Price::usd_per_mtok(0.30, 0.90, 0.30)),
+    ("open-mistral-nemo", Price::usd_per_mtok(0.15, 0.15, 0.15)),
+    // DeepSeek
+    ("deepseek-chat", Price::usd_per_mtok(0.27, 1.10, 0.07)),
+    ("deepseek-reasoner", Price::usd_per_mtok(0.55, 2.19, 0.14)),
+];
+
+/// The shipped price of an upstream model id, if the table knows it.
+pub fn lookup(model: &str) -> Option<(&'static str, Price)> {
+    let id = model.trim().to_ascii_lowercase();
+    let mut candidates = vec![id.as_str()];
+    // Vendor prefixes: `openai/gpt-4o`, `models/gemini-…`, `us.anthropic.claude-…`.
+    if let Some((_, rest)) = id.rsplit_once('/') {
+        candidates.push(rest);
+    }
+    for vendor in ["anthropic.", "mistral.", "deepseek."] {
+        if let Some(at) = id.find(vendor) {
+            candidates.push(&id[at + vendor.len()..]);
+        }
+    }
+    if let Some(at) = id.find("amazon.").or_else(|| id.find("meta.")) {
+        candidates.push(&id[at..]);
+    }
+    TABLE
+        .iter()
+        .filter(|(key, _)| {
+            candidates.iter().any(|c| {
+                c.strip_prefix(key)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', ':', '@', '.']))
+            })
+        })
+        .max_by_key(|(key, _)| key.len())
+        .map(|(key, price)| (*key, *price))
+}
+
+/// A model's price: the connection's override, else the table's.
+pub fn resolve(
+    pricing_override: Option<&Value>,
+    upstream_model: &str,
+) -> Option<(PriceSource, Price)> {
+    if let Some(p) = pricing_override.and_then(Price::from_override) {
+        return Some((PriceSource::Override, p));
+    }
+    lookup(upstream_model).map(|(key, p)| (PriceSource::Table(key), p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn dated_and_prefixed_ids_take_their_family_price() {
+        assert_eq!(lookup("gpt-4o-mini-2024-07-18").unwrap().0, "gpt-4o-mini");
+        assert_eq!(lookup("gpt-4o-2024-08-06").unwrap().0, "gpt-4o");
+        assert_eq!(lookup("openai/gpt-4.1-mini").unwrap().0, "gpt-4.1-mini");
+        assert_eq!(
+            lookup("us.anthropic.claude-3-5-sonnet-20240620-v1:0")
+                .unwrap()
+                .0,
+            "claude-3-5-sonnet"
+        );
+        assert_eq!(
+            lookup("claude-sonnet-4-5-20250929").unwrap().0,
+            "claude-sonnet-4"
+        );
+        assert_eq!(
+            lookup("models/gemini-2.5-flash").unwrap().0,
+            "gemini-2.5-flash"
+        );
+        assert_eq!(
+            lookup("amazon.nova-lite-v1:0").unwrap().0,
+            "amazon.nova-lite"
+        );
+        assert_eq!(lookup("o3-mini").unwrap().0, "o3-mini");
+        assert!(
+            lookup("gpt-4omega").is_none(),
+            "a prefix must end at a separator"
+        );
+        assert!(lookup("my-finetune").is_none());
+    }
+
+    #[test]
+    fn costs_are_integer_micro_usd_rounded_up() {
+        let (_, p) = lookup("gpt-4o-mini").unwrap();
+        // 1,000 in at $0.15/M = 150 µUSD; 500 out at $0.60/M = 300 µUSD.
+        let u = Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 500,
+            cached_tokens: 0,
+        };
+        assert_eq!(p.cost_micros(&u), 450);
+        // Cached prompt tokens at the cached price: 600 × 0.15 + 400 × 0.075 + 500 × 0.6.
+        let u = Usage {
+            cached_tokens: 400,
+            ..u
+        };
+        assert_eq!(p.cost_micros(&u), 90 + 30 + 300);
+        // One token still costs something.
+        let one = Usage {
+            prompt_tokens: 1,
+            ..Usage::default()
+        };
+        assert_eq!(p.cost_micros(&one), 1);
+        assert_eq!(p.cost_micros(&Usage::default()), 0);
+    }
+
+    #[test]
+    fn overrides_win_and_usage_reads_openai_shapes() {
+        let o = json!({"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 2.0});
+        let (source, p) = resolve(Some(&o), "gpt-4o").unwrap();
+        assert_eq!(source, PriceSource::Override);
+        assert_eq!(
+            (p.input, p.output, p.cached_input),
+            (1_000_000, 2_000_000, 1_000_000)
+        );
+        assert_eq!(
+            resolve(None, "gpt-4o").unwrap().0,
+            PriceSource::Table("gpt-4o")
+        );
+        assert!(resolve(None, "unknown-model").is_none());
+        let u = Usage::from_openai(&json!({"prompt_tokens": 10, "completion_tokens": 3,
+            "prompt_tokens_details": {"cached_tokens": 4}}))
+        .unwrap();
+        assert_eq!(
+            u,
+            Usage {
+                prompt_tokens: 10,
+                completion_tokens: 3,
+                cached_tokens: 4
+            }
+        );
+        assert!(Usage::from_openai(&json!({})).is_none());
+    }
+}
