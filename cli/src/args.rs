@@ -5,6 +5,7 @@ mod admin;
 mod agents;
 mod audit;
 mod models;
+mod quotas;
 mod tools;
 
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ pub use admin::{DeploymentCmd, PlatformKeyCmd, RulesCmd};
 pub use agents::{AgentCmd, AgentFields, KeyCmd};
 pub use audit::{AuditCmd, StreamFilters};
 pub use models::{GatewayCmd, ModelCmd, ModelConfig, PoolCmd};
+pub use quotas::QuotaCmd;
 pub use tools::{HeaderCmd, ToolCmd, ToolFields};
 
 use crate::up::UpArgs;
@@ -89,6 +91,9 @@ pub enum Command {
     /// Platform keys (admin access to this API).
     #[command(subcommand, name = "platform-key")]
     PlatformKey(PlatformKeyCmd),
+    /// LLM spend quotas.
+    #[command(subcommand)]
+    Quota(QuotaCmd),
     /// Audit events: query, get, tail.
     #[command(subcommand)]
     Audit(AuditCmd),

@@ -8,6 +8,7 @@ mod gateways;
 mod keys;
 mod models;
 mod pools;
+mod quotas;
 mod rules;
 mod tools;
 
@@ -29,6 +30,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
         Command::Deployment(c) => admin::deployment(ctx, c).await,
         Command::PlatformKey(c) => admin::platform_key(ctx, c).await,
         Command::Audit(c) => audit::run(ctx, c).await,
+        Command::Quota(c) => quotas::run(ctx, c).await,
         Command::Identity => admin::identity(ctx).await,
         Command::Workspaces => admin::workspaces(ctx).await,
         Command::Up(_) => anyhow::bail!("`up` runs without a control-plane connection"),

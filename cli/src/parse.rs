@@ -128,9 +128,40 @@ pub fn actas_method_text(s: &str) -> Result<String, String> {
     actas_method(s).map(|m| m.as_str().to_string())
 }
 
+pub fn quota_subject(s: &str) -> Result<portcullis_shared::api::quotas::QuotaSubject, String> {
+    portcullis_shared::api::quotas::QuotaSubject::parse(s)
+        .ok_or_else(|| "one of workspace, agent, act-as, pool, model, gateway".to_string())
+}
+
+pub fn quota_window(s: &str) -> Result<portcullis_shared::api::quotas::QuotaWindow, String> {
+    portcullis_shared::api::quotas::QuotaWindow::parse(s)
+        .ok_or_else(|| "one of daily, monthly".to_string())
+}
+
+/// USD as given on the command line (`25`, `0.50`, `$3`) → micro-USD.
+pub fn usd(s: &str) -> Result<u64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_start_matches('$')
+        .parse()
+        .map_err(|_| format!("{s:?} is not an amount of USD"))?;
+    if !v.is_finite() || !(0.0..=1_000_000.0).contains(&v) {
+        return Err("the limit is between 0 and 1,000,000 USD".into());
+    }
+    Ok((v * 1_000_000.0).round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usd_amounts_become_micro_usd() {
+        assert_eq!(usd("2.50"), Ok(2_500_000));
+        assert_eq!(usd("$3"), Ok(3_000_000));
+        assert_eq!(usd("0.000001"), Ok(1));
+        assert!(usd("-1").is_err() && usd("ten").is_err() && usd("2000000").is_err());
+    }
 
     #[test]
     fn secrets_keep_equals_in_values() {

@@ -10,6 +10,7 @@ mod gateways;
 mod keys;
 mod models;
 mod pools;
+mod quotas;
 mod rules;
 mod sync;
 mod tools;
@@ -190,6 +191,7 @@ impl Registry {
         };
         add(service::MGMT, models::operations());
         add(service::MGMT, pools::operations());
+        add(service::MGMT, quotas::operations());
         add(service::MGMT, gateways::operations());
         add(service::MGMT, tools::operations());
         add(service::MGMT, tools::catalog::operations());

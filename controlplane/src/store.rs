@@ -10,6 +10,7 @@ mod db;
 pub mod gateways;
 pub mod models;
 pub mod pools;
+pub mod quotas;
 pub mod tools;
 pub mod workspaces;
 

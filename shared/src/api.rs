@@ -6,6 +6,7 @@ pub mod common;
 pub mod gateways;
 pub mod models;
 pub mod pools;
+pub mod quotas;
 pub mod rules;
 pub mod tools;
 pub mod workspace;

@@ -414,6 +414,7 @@ async fn delete(ctx: Ctx, req: AgentLifecycleRequest) -> ApiResult<DeleteAgentRe
     for id in &order {
         credentials::delete_all(tx.conn(), Owner::AgentActAs, id).await?;
         bundles::delete_scope(tx.conn(), "agent", id).await?;
+        crate::store::quotas::delete_for(tx.conn(), &ws, id).await?;
         if !agents::delete(tx.conn(), &ws, id).await? {
             return Err(ApiError::Internal(format!(
                 "agent {id} vanished during delete"

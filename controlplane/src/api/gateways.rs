@@ -136,6 +136,7 @@ async fn delete(ctx: Ctx, req: GatewayIdRequest) -> ApiResult<Empty> {
     let mut tx = ctx.store().write(&ws).await?;
     let row = load(tx.conn(), &ws, &req.gateway_id).await?;
     bundles::delete_scope(tx.conn(), "gateway", &row.id).await?;
+    crate::store::quotas::delete_for(tx.conn(), &ws, &row.id).await?;
     gateways::delete(tx.conn(), &ws, &row.id).await?;
     tx.commit().await?;
     tracing::info!(gateway_id = %row.id, "Gateway deleted.");

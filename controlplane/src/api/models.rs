@@ -272,6 +272,7 @@ async fn delete(ctx: Ctx, req: ModelConnectionIdRequest) -> ApiResult<Empty> {
     }
     gateways::remove_target(tx.conn(), &id).await?;
     credentials::delete_all(tx.conn(), Owner::Model, &id).await?;
+    crate::store::quotas::delete_for(tx.conn(), &ws, &id).await?;
     models::delete(tx.conn(), &ws, &id).await?;
     tx.commit().await?;
     tracing::info!(connection_id = %id, "Model connection deleted.");

@@ -159,12 +159,13 @@ async fn list(ctx: Ctx, _req: ListLLMPoolsRequest) -> ApiResult<ListLLMPoolsResp
     Ok(ListLLMPoolsResponse { pools: out })
 }
 
-/// Deleting a pool removes it from gateways; its member models stay.
+/// Deleting a pool removes it from gateways and drops its quotas; its member models stay.
 async fn delete(ctx: Ctx, req: PoolIdRequest) -> ApiResult<Empty> {
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
     let row = load(tx.conn(), &ws, &req.pool_id).await?;
     gateways::remove_target(tx.conn(), &row.id).await?;
+    crate::store::quotas::delete_for(tx.conn(), &ws, &row.id).await?;
     pools::delete(tx.conn(), &ws, &row.id).await?;
     tx.commit().await?;
     tracing::info!(pool_id = %row.id, "Pool deleted.");

@@ -225,3 +225,24 @@ pub async fn tool(
         updated_at: ts(row.updated_at),
     })
 }
+
+pub fn quota(row: &crate::store::quotas::QuotaRow) -> portcullis_shared::api::quotas::LLMQuota {
+    use portcullis_shared::api::quotas::{LLMQuota, QuotaSubject, QuotaWindow};
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    LLMQuota {
+        quota_id: row.id.clone(),
+        workspace_id: row.workspace_id.clone(),
+        subject_type: QuotaSubject::parse(&row.subject_type).unwrap_or_default(),
+        subject_id: some(&row.subject_id),
+        subject_key: some(&row.subject_key),
+        pool_id: some(&row.pool_id),
+        limit_micros: u64::try_from(row.limit_micros).unwrap_or(0),
+        window: QuotaWindow::parse(&row.quota_window).unwrap_or_default(),
+        name: row.name.clone(),
+        enabled: row.enabled != 0,
+        scope: row.scope.clone(),
+        per_caller: row.per_caller != 0,
+        created_at: ts(row.created_at),
+        updated_at: ts(row.updated_at),
+    }
+}

@@ -15,6 +15,7 @@ pub fn operations() -> Vec<(&'static str, Operation)> {
     vec![
         ("GetIdentity", unary(view, identity)),
         ("ListWorkspaces", unary(view, list_workspaces)),
+        ("UpdateWorkspace", unary(admin, update_workspace)),
         ("CreatePlatformKey", unary(admin, create_platform_key)),
         ("ListPlatformKeys", unary(admin, list_platform_keys)),
         ("RevokePlatformKey", unary(admin, revoke_platform_key)),
@@ -59,6 +60,37 @@ async fn list_workspaces(
             revision: u64::try_from(ws.revision).unwrap_or_default(),
             created_at: views::ts(ws.created_at),
         }],
+    })
+}
+
+const PLANS: [&str; 2] = ["free", "pro"];
+
+/// Sets the workspace's plan. Downgrading to `free` keeps existing quotas (and enforces them);
+/// it only stops new ones from being created.
+async fn update_workspace(ctx: Ctx, req: UpdateWorkspaceRequest) -> ApiResult<WorkspaceResponse> {
+    let ws_id = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws_id).await?;
+    if let Some(plan) = req.plan.as_deref() {
+        if !PLANS.contains(&plan) {
+            return Err(invalid(format!(
+                "plan '{plan}' is not one of {}",
+                PLANS.join(", ")
+            )));
+        }
+        workspaces::set_plan(tx.conn(), &ws_id, plan).await?;
+    }
+    let ws = workspaces::get_workspace(tx.conn(), &ws_id)
+        .await?
+        .ok_or_else(|| not_found("workspace", &ws_id))?;
+    tx.commit().await?;
+    Ok(WorkspaceResponse {
+        workspace: Workspace {
+            workspace_id: ws.id,
+            name: ws.name,
+            plan: ws.plan,
+            revision: u64::try_from(ws.revision).unwrap_or_default(),
+            created_at: views::ts(ws.created_at),
+        },
     })
 }
 

@@ -32,6 +32,15 @@ pub async fn get_workspace(conn: &mut Conn, id: &str) -> Result<Option<Workspace
         .await?)
 }
 
+pub async fn set_plan(conn: &mut Conn, id: &str, plan: &str) -> Result<(), StoreError> {
+    sqlx::query("UPDATE workspaces SET plan = $1 WHERE id = $2")
+        .bind(plan)
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 pub async fn workspace_by_name(
     conn: &mut Conn,
     name: &str,

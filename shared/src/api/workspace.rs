@@ -170,6 +170,26 @@ pub struct ListWorkspacesResponse {
     pub workspaces: Vec<Workspace>,
 }
 
+/// `UpdateWorkspace`: the workspace's plan (`free` or `pro`; cost quotas need `pro`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateWorkspaceRequest {
+    pub workspace_id: String,
+    #[serde(default)]
+    pub plan: Option<String>,
+}
+
+impl WorkspaceScoped for UpdateWorkspaceRequest {
+    fn workspace_id(&self) -> Option<&str> {
+        Some(&self.workspace_id)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceResponse {
+    pub workspace: Workspace,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlatformKey {
     pub key_id: String,

@@ -209,6 +209,85 @@ async fn quick_start_with_portcullis_up() {
     assert_ne!(tailed["event_id"], first["event_id"]);
     let _ = tail.kill().await;
 
+    // Quotas, with limits in USD.
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &[
+            "--json",
+            "quota",
+            "create",
+            "--subject",
+            "agent",
+            "--agent",
+            "support-bot",
+            "--limit",
+            "2.50",
+            "--window",
+            "daily",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let quota: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (
+            quota["quota"]["limit_micros"].as_u64(),
+            quota["quota"]["window"].as_str()
+        ),
+        (Some(2_500_000), Some("daily"))
+    );
+    let qid = quota["quota"]["quota_id"].as_str().unwrap().to_string();
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &["quota", "update", &qid, "--limit", "4", "--disable"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("$4.00") && out.contains("enabled"), "{out}");
+    let (code, out, _) = cli(dir.path(), &env, &["quota", "list"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&qid) && out.contains("agent ") && out.contains("daily"),
+        "{out}"
+    );
+    let (code, _, err) = cli(
+        dir.path(),
+        &env,
+        &["quota", "create", "--subject", "agent", "--limit", "1"],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("--agent"), "{err}");
+    let (code, _, err) = cli(
+        dir.path(),
+        &env,
+        &["quota", "create", "--subject", "team", "--limit", "1"],
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = cli(
+        dir.path(),
+        &env,
+        &["quota", "create", "--subject", "workspace", "--limit", "1"],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(
+        dir.path(),
+        &env,
+        &["quota", "create", "--subject", "workspace", "--limit", "1"],
+    )
+    .await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("already_exists") || err.contains("already exists"),
+        "{err}"
+    );
+    let (code, out, err) = cli(dir.path(), &env, &["quota", "delete", &qid]).await;
+    assert_eq!(code, 0, "{out}{err}");
+
     // A second start reuses everything.
     up.kill().await;
     let mut again = Command::new(bin("portcullis"));

@@ -17,6 +17,7 @@ mod llm;
 mod mcp;
 mod models;
 mod pools;
+mod quotas;
 mod resilience;
 mod rules;
 mod secrets;

@@ -1,0 +1,273 @@
+//! LLM spend quotas: `CreateLLMQuota`, `UpdateLLMQuota`, `ListLLMQuotas`, `DeleteLLMQuota`.
+//! A quota's subject (type, id or key, pool scope, per-caller flag) is fixed at create and,
+//! with its window, unique in the workspace. Free-plan workspaces may create none.
+
+use portcullis_shared::api::quotas::*;
+use portcullis_shared::api::workspace::Permission;
+use portcullis_shared::api::Empty;
+
+use super::{unary, views, Access, Ctx, Operation};
+use crate::error::{exists, invalid, not_found, ApiError, ApiResult};
+use crate::store::{agents, gateways, models, now_ms, pools, quotas, workspaces, Conn};
+use crate::validate;
+
+pub fn operations() -> Vec<(&'static str, Operation)> {
+    let view = Access::Platform(Permission::GatewayView);
+    let manage = Access::Platform(Permission::GatewayManage);
+    vec![
+        ("CreateLLMQuota", unary(manage, create)),
+        ("UpdateLLMQuota", unary(manage, update)),
+        ("ListLLMQuotas", unary(view, list)),
+        ("DeleteLLMQuota", unary(manage, delete)),
+    ]
+}
+
+/// 1,000,000 USD: a limit past this is a typo, not a budget.
+const MAX_LIMIT_MICROS: u64 = 1_000_000 * 1_000_000;
+const SCOPES: [&str; 1] = ["total"];
+
+fn check_limit(limit: u64) -> ApiResult<i64> {
+    if limit > MAX_LIMIT_MICROS {
+        return Err(invalid(format!(
+            "limit_micros must be at most {MAX_LIMIT_MICROS} (1,000,000 USD)"
+        )));
+    }
+    i64::try_from(limit).map_err(|_| invalid("limit_micros is too large"))
+}
+
+fn check_name(name: Option<&str>) -> ApiResult<String> {
+    let name = name.unwrap_or_default().trim();
+    if name.chars().count() > 200 || name.chars().any(char::is_control) {
+        return Err(invalid(
+            "name must be at most 200 characters, without control characters",
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// Checks the subject fields against the subject type and that the subject exists; returns
+/// (subject_id, subject_key, pool_id) as stored.
+async fn subject(
+    conn: &mut Conn,
+    ws: &str,
+    req: &CreateLLMQuotaRequest,
+) -> ApiResult<(String, String, String)> {
+    let t = req.subject_type;
+    let name = t.as_str();
+    if t != QuotaSubject::ActAs && req.subject_key.is_some() {
+        return Err(invalid(format!(
+            "subject_key is only for subject_type act_as, not {name}"
+        )));
+    }
+    if req.pool_id.is_some() && t != QuotaSubject::Model {
+        return Err(invalid(format!(
+            "pool_id scopes model quotas only, not {name} quotas"
+        )));
+    }
+    if req.per_caller == Some(true) && t != QuotaSubject::Model {
+        return Err(invalid(format!(
+            "per_caller applies to model quotas only, not {name} quotas"
+        )));
+    }
+    let id =
+        match t {
+            QuotaSubject::Workspace => match req.subject_id.as_deref() {
+                None => ws.to_string(),
+                Some(id) if id == ws => ws.to_string(),
+                Some(_) => return Err(invalid(
+                    "subject_id of a workspace quota must be omitted (or be this workspace's id)",
+                )),
+            },
+            QuotaSubject::ActAs => {
+                if req.subject_id.is_some() {
+                    return Err(invalid(
+                    "act_as quotas name the end user by subject_key (the OIDC sub), not subject_id",
+                ));
+                }
+                String::new()
+            }
+            _ => {
+                let raw = req.subject_id.as_deref().ok_or_else(|| {
+                    invalid(format!(
+                        "subject_id is required for {name} quotas (the {name} id)"
+                    ))
+                })?;
+                let id = validate::id("subject_id", raw)?;
+                let found = match t {
+                    QuotaSubject::Agent => agents::get(conn, ws, &id).await?.is_some(),
+                    QuotaSubject::Pool => pools::get(conn, ws, &id).await?.is_some(),
+                    QuotaSubject::Model => models::get(conn, ws, &id).await?.is_some(),
+                    QuotaSubject::Gateway => gateways::get(conn, ws, &id).await?.is_some(),
+                    QuotaSubject::Workspace | QuotaSubject::ActAs => true,
+                };
+                if !found {
+                    let what = if t == QuotaSubject::Model {
+                        "model connection"
+                    } else {
+                        name
+                    };
+                    return Err(not_found(what, &id));
+                }
+                id
+            }
+        };
+    let key = match (t, req.subject_key.as_deref().map(str::trim)) {
+        (QuotaSubject::ActAs, None | Some("")) => {
+            return Err(invalid(
+                "subject_key is required for act_as quotas: the verified end user's OIDC sub",
+            ))
+        }
+        (QuotaSubject::ActAs, Some(k)) if k.len() > 256 || k.chars().any(char::is_control) => {
+            return Err(invalid(
+                "subject_key must be at most 256 characters, without control characters",
+            ))
+        }
+        (QuotaSubject::ActAs, Some(k)) => k.to_string(),
+        _ => String::new(),
+    };
+    let pool = match req.pool_id.as_deref() {
+        None => String::new(),
+        Some(raw) => {
+            let pool_id = validate::id("pool_id", raw)?;
+            if pools::get(conn, ws, &pool_id).await?.is_none() {
+                return Err(not_found("pool", &pool_id));
+            }
+            pool_id
+        }
+    };
+    Ok((id, key, pool))
+}
+
+fn conflict(row: &quotas::QuotaRow) -> ApiError {
+    exists(format!(
+        "a {} quota for this subject already exists for the {} window ({}); update it instead",
+        row.subject_type, row.quota_window, row.id
+    ))
+}
+
+async fn create(ctx: Ctx, req: CreateLLMQuotaRequest) -> ApiResult<QuotaResponse> {
+    let ws = ctx.workspace_id().to_string();
+    let limit = check_limit(req.limit_micros)?;
+    let name = check_name(req.name.as_deref())?;
+    let scope = req.scope.clone().unwrap_or_else(|| "total".into());
+    if !SCOPES.contains(&scope.as_str()) {
+        return Err(invalid(format!(
+            "scope '{scope}' is not supported; the scope is {}",
+            SCOPES.join(", ")
+        )));
+    }
+    let mut tx = ctx.store().write(&ws).await?;
+    let plan = workspaces::get_workspace(tx.conn(), &ws)
+        .await?
+        .map(|w| w.plan)
+        .unwrap_or_default();
+    if plan == "free" {
+        return Err(ApiError::FailedPrecondition(
+            "the free plan allows no cost quotas (its create limit is zero); quotas come with the pro plan"
+                .into(),
+        ));
+    }
+    let (subject_id, subject_key, pool_id) = subject(tx.conn(), &ws, &req).await?;
+    let now = now_ms();
+    let row = quotas::QuotaRow {
+        id: uuid::Uuid::new_v4().to_string(),
+        workspace_id: ws.clone(),
+        subject_type: req.subject_type.as_str().to_string(),
+        subject_id,
+        subject_key,
+        pool_id,
+        per_caller: i64::from(req.per_caller.unwrap_or(false)),
+        quota_window: req.window.unwrap_or_default().as_str().to_string(),
+        limit_micros: limit,
+        name,
+        enabled: i64::from(!req.disabled.unwrap_or(false)),
+        scope,
+        created_at: now,
+        updated_at: now,
+    };
+    if let Some(existing) = quotas::find_identity(tx.conn(), &row).await? {
+        return Err(conflict(&existing));
+    }
+    // A concurrent create of the same identity loses on the unique index.
+    quotas::insert(tx.conn(), &row).await.map_err(|e| {
+        if e.is_unique_violation() {
+            conflict(&row)
+        } else {
+            e.into()
+        }
+    })?;
+    let quota = views::quota(&row);
+    tx.commit().await?;
+    tracing::info!(quota_id = %row.id, subject_type = %row.subject_type, "Quota created.");
+    Ok(QuotaResponse { quota })
+}
+
+async fn load(conn: &mut Conn, ws: &str, quota_id: &str) -> ApiResult<quotas::QuotaRow> {
+    let id = validate::id("quota_id", quota_id)?;
+    quotas::get(conn, ws, &id)
+        .await?
+        .ok_or_else(|| not_found("quota", &id))
+}
+
+async fn update(ctx: Ctx, req: UpdateLLMQuotaRequest) -> ApiResult<QuotaResponse> {
+    let fixed = [
+        ("subject_type", req.subject_type.is_some()),
+        ("subject_id", req.subject_id.is_some()),
+        ("subject_key", req.subject_key.is_some()),
+        ("pool_id", req.pool_id.is_some()),
+        ("per_caller", req.per_caller.is_some()),
+        ("scope", req.scope.is_some()),
+    ];
+    if let Some((field, _)) = fixed.iter().find(|(_, given)| *given) {
+        return Err(invalid(format!(
+            "{field} cannot change after create: a quota's subject is fixed; delete it and create another"
+        )));
+    }
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    let mut row = load(tx.conn(), &ws, &req.quota_id).await?;
+    if let Some(name) = req.name.as_deref() {
+        row.name = check_name(Some(name))?;
+    }
+    if let Some(limit) = req.limit_micros {
+        row.limit_micros = check_limit(limit)?;
+    }
+    if let Some(window) = req.window {
+        row.quota_window = window.as_str().to_string();
+    }
+    if let Some(enabled) = req.enabled {
+        row.enabled = i64::from(enabled);
+    }
+    row.updated_at = now_ms();
+    if let Some(existing) = quotas::find_identity(tx.conn(), &row).await? {
+        return Err(conflict(&existing));
+    }
+    quotas::update(tx.conn(), &row).await.map_err(|e| {
+        if e.is_unique_violation() {
+            conflict(&row)
+        } else {
+            e.into()
+        }
+    })?;
+    let quota = views::quota(&row);
+    tx.commit().await?;
+    Ok(QuotaResponse { quota })
+}
+
+async fn list(ctx: Ctx, _req: ListLLMQuotasRequest) -> ApiResult<ListLLMQuotasResponse> {
+    let mut conn = ctx.store().read().await?;
+    let rows = quotas::list(&mut conn, ctx.workspace_id()).await?;
+    Ok(ListLLMQuotasResponse {
+        quotas: rows.iter().map(views::quota).collect(),
+    })
+}
+
+async fn delete(ctx: Ctx, req: DeleteLLMQuotaRequest) -> ApiResult<Empty> {
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    let row = load(tx.conn(), &ws, &req.quota_id).await?;
+    quotas::delete(tx.conn(), &ws, &row.id).await?;
+    tx.commit().await?;
+    tracing::info!(quota_id = %row.id, "Quota deleted.");
+    Ok(Empty {})
+}

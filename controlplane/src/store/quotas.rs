@@ -1,0 +1,132 @@
+//! LLM spend quotas.
+
+use super::db::{Conn, StoreError};
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct QuotaRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub subject_type: String,
+    /// Empty when the subject has no id (`act_as`).
+    pub subject_id: String,
+    /// Empty unless `act_as`.
+    pub subject_key: String,
+    /// Empty unless a model quota is scoped to a pool.
+    pub pool_id: String,
+    pub per_caller: i64,
+    pub quota_window: String,
+    pub limit_micros: i64,
+    pub name: String,
+    pub enabled: i64,
+    pub scope: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+pub async fn insert(conn: &mut Conn, row: &QuotaRow) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO llm_quotas (id, workspace_id, subject_type, subject_id, subject_key, pool_id, \
+         per_caller, quota_window, limit_micros, name, enabled, scope, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+    )
+    .bind(&row.id)
+    .bind(&row.workspace_id)
+    .bind(&row.subject_type)
+    .bind(&row.subject_id)
+    .bind(&row.subject_key)
+    .bind(&row.pool_id)
+    .bind(row.per_caller)
+    .bind(&row.quota_window)
+    .bind(row.limit_micros)
+    .bind(&row.name)
+    .bind(row.enabled)
+    .bind(&row.scope)
+    .bind(row.created_at)
+    .bind(row.updated_at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Writes the mutable fields (name, limit, window, enabled).
+pub async fn update(conn: &mut Conn, row: &QuotaRow) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE llm_quotas SET name = $1, limit_micros = $2, quota_window = $3, enabled = $4, \
+         updated_at = $5 WHERE id = $6 AND workspace_id = $7",
+    )
+    .bind(&row.name)
+    .bind(row.limit_micros)
+    .bind(&row.quota_window)
+    .bind(row.enabled)
+    .bind(row.updated_at)
+    .bind(&row.id)
+    .bind(&row.workspace_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn get(
+    conn: &mut Conn,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Option<QuotaRow>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT * FROM llm_quotas WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .fetch_optional(conn)
+            .await?,
+    )
+}
+
+pub async fn list(conn: &mut Conn, workspace_id: &str) -> Result<Vec<QuotaRow>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT * FROM llm_quotas WHERE workspace_id = $1 ORDER BY created_at, id")
+            .bind(workspace_id)
+            .fetch_all(conn)
+            .await?,
+    )
+}
+
+/// The quota holding this identity and window, if any (other than `except`).
+pub async fn find_identity(
+    conn: &mut Conn,
+    row: &QuotaRow,
+) -> Result<Option<QuotaRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM llm_quotas WHERE workspace_id = $1 AND subject_type = $2 AND subject_id = $3 \
+         AND subject_key = $4 AND pool_id = $5 AND per_caller = $6 AND quota_window = $7 AND id <> $8",
+    )
+    .bind(&row.workspace_id)
+    .bind(&row.subject_type)
+    .bind(&row.subject_id)
+    .bind(&row.subject_key)
+    .bind(&row.pool_id)
+    .bind(row.per_caller)
+    .bind(&row.quota_window)
+    .bind(&row.id)
+    .fetch_optional(conn)
+    .await?)
+}
+
+pub async fn delete(conn: &mut Conn, workspace_id: &str, id: &str) -> Result<bool, StoreError> {
+    let done = sqlx::query("DELETE FROM llm_quotas WHERE workspace_id = $1 AND id = $2")
+        .bind(workspace_id)
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Removes the quotas of a deleted agent, pool, model or gateway (as subject or pool scope).
+pub async fn delete_for(conn: &mut Conn, workspace_id: &str, id: &str) -> Result<u64, StoreError> {
+    let done = sqlx::query(
+        "DELETE FROM llm_quotas WHERE workspace_id = $1 AND (subject_id = $2 OR pool_id = $2)",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}

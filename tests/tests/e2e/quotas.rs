@@ -1,0 +1,459 @@
+//! LLM quotas over the real API: every rule of create, update, list and delete, each on SQLite
+//! and on PostgreSQL.
+
+use portcullis_tests::controlplane::{AGENTS, MGMT};
+use portcullis_tests::{on_both_backends, ControlPlane};
+use serde_json::{json, Value};
+
+use crate::models::create_model;
+
+on_both_backends!(
+    subjects_defaults_and_listing,
+    subject_rules,
+    one_quota_per_subject_and_window,
+    updates_keep_omitted_fields_and_never_move_the_subject,
+    delete_and_cascades,
+    the_free_plan_creates_none
+);
+
+struct Ids {
+    agent: String,
+    pool: String,
+    model: String,
+    gateway: String,
+}
+
+async fn ids(cp: &ControlPlane) -> Ids {
+    let model = create_model(
+        cp,
+        json!({"name": "gpt", "provider": "openai", "provider_config": {"model": "gpt-4o-mini"}}),
+    )
+    .await["connection_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pool = cp
+        .ok(
+            MGMT,
+            "CreateLLMPool",
+            cp.body(json!({"name": "p", "members": [{"connection_id": model}]})),
+        )
+        .await["pool"]["pool_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let agent = cp
+        .ok(AGENTS, "RegisterAgent", cp.body(json!({"name": "bot"})))
+        .await["agent"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    Ids {
+        agent,
+        pool,
+        model,
+        gateway: cp.default_gateway_id.clone(),
+    }
+}
+
+async fn create(cp: &ControlPlane, fields: Value) -> Value {
+    cp.ok(MGMT, "CreateLLMQuota", cp.body(fields)).await["quota"].clone()
+}
+
+async fn list(cp: &ControlPlane) -> Vec<Value> {
+    cp.ok(MGMT, "ListLLMQuotas", cp.body(json!({}))).await["quotas"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn subjects_defaults_and_listing(cp: &ControlPlane) {
+    let i = ids(cp).await;
+    let ws = create(
+        cp,
+        json!({"subject_type": "workspace", "limit_micros": 5_000_000}),
+    )
+    .await;
+    assert_eq!(ws["window"], "monthly", "monthly is the default window");
+    assert_eq!(ws["scope"], "total", "total is the default scope");
+    assert_eq!(
+        (ws["enabled"].as_bool(), ws["per_caller"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert_eq!(ws["subject_id"], cp.workspace_id);
+    assert_eq!(ws["limit_micros"], 5_000_000);
+    let agent = create(cp, json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 1, "window": "daily", "name": "bot daily"})).await;
+    assert_eq!(
+        (
+            agent["subject_id"].as_str(),
+            agent["window"].as_str(),
+            agent["name"].as_str()
+        ),
+        (Some(i.agent.as_str()), Some("daily"), Some("bot daily"))
+    );
+    let person = create(
+        cp,
+        json!({"subject_type": "act-as", "subject_key": "oidc|u-7", "limit_micros": 2}),
+    )
+    .await;
+    assert_eq!(
+        (
+            person["subject_type"].as_str(),
+            person["subject_key"].as_str()
+        ),
+        (Some("act_as"), Some("oidc|u-7"))
+    );
+    assert!(person.get("subject_id").is_none());
+    create(
+        cp,
+        json!({"subject_type": "pool", "subject_id": i.pool, "limit_micros": 3}),
+    )
+    .await;
+    let scoped = create(cp, json!({"subject_type": "model", "subject_id": i.model, "pool_id": i.pool, "per_caller": true, "limit_micros": 4})).await;
+    assert_eq!(
+        (scoped["pool_id"].as_str(), scoped["per_caller"].as_bool()),
+        (Some(i.pool.as_str()), Some(true))
+    );
+    create(
+        cp,
+        json!({"subject_type": "gateway", "subject_id": i.gateway, "limit_micros": 6}),
+    )
+    .await;
+    let disabled = create(cp, json!({"subject_type": "model", "subject_id": i.model, "limit_micros": 7, "disabled": true})).await;
+    assert_eq!(
+        disabled["enabled"], false,
+        "created disabled, stored without enforcement"
+    );
+    let all = list(cp).await;
+    assert_eq!(all.len(), 7, "the list holds disabled quotas too");
+    assert!(all.iter().all(|q| q["quota_id"].is_string()
+        && q["limit_micros"].is_u64()
+        && q["window"].is_string()
+        && q["enabled"].is_boolean()));
+}
+
+async fn subject_rules(cp: &ControlPlane) {
+    let i = ids(cp).await;
+    let missing = uuid::Uuid::new_v4().to_string();
+    let refused = [
+        (
+            json!({"subject_type": "agent", "limit_micros": 1}),
+            "invalid_argument",
+            "subject_id",
+        ),
+        (
+            json!({"subject_type": "agent", "subject_id": missing, "limit_micros": 1}),
+            "not_found",
+            "agent",
+        ),
+        (
+            json!({"subject_type": "pool", "subject_id": i.model, "limit_micros": 1}),
+            "not_found",
+            "pool",
+        ),
+        (
+            json!({"subject_type": "model", "subject_id": i.pool, "limit_micros": 1}),
+            "not_found",
+            "model",
+        ),
+        (
+            json!({"subject_type": "gateway", "subject_id": missing, "limit_micros": 1}),
+            "not_found",
+            "gateway",
+        ),
+        (
+            json!({"subject_type": "act_as", "limit_micros": 1}),
+            "invalid_argument",
+            "subject_key",
+        ),
+        (
+            json!({"subject_type": "act_as", "subject_id": i.agent, "subject_key": "u", "limit_micros": 1}),
+            "invalid_argument",
+            "subject_key",
+        ),
+        (
+            json!({"subject_type": "agent", "subject_id": i.agent, "subject_key": "u", "limit_micros": 1}),
+            "invalid_argument",
+            "subject_key",
+        ),
+        (
+            json!({"subject_type": "agent", "subject_id": i.agent, "pool_id": i.pool, "limit_micros": 1}),
+            "invalid_argument",
+            "pool_id",
+        ),
+        (
+            json!({"subject_type": "model", "subject_id": i.model, "pool_id": missing, "limit_micros": 1}),
+            "not_found",
+            "pool",
+        ),
+        (
+            json!({"subject_type": "gateway", "subject_id": i.gateway, "per_caller": true, "limit_micros": 1}),
+            "invalid_argument",
+            "per_caller",
+        ),
+        (
+            json!({"subject_type": "workspace", "subject_id": i.agent, "limit_micros": 1}),
+            "invalid_argument",
+            "subject_id",
+        ),
+        (
+            json!({"subject_type": "team", "limit_micros": 1}),
+            "invalid_argument",
+            "subject_type",
+        ),
+        (
+            json!({"subject_type": "workspace"}),
+            "invalid_argument",
+            "limit_micros",
+        ),
+        (
+            json!({"subject_type": "workspace", "limit_micros": -5}),
+            "invalid_argument",
+            "limit_micros",
+        ),
+        (
+            json!({"subject_type": "workspace", "limit_micros": 2_000_000_000_000_000u64}),
+            "invalid_argument",
+            "limit_micros",
+        ),
+        (
+            json!({"subject_type": "workspace", "limit_micros": 1, "window": "weekly"}),
+            "invalid_argument",
+            "window",
+        ),
+        (
+            json!({"subject_type": "workspace", "limit_micros": 1, "scope": "input"}),
+            "invalid_argument",
+            "scope",
+        ),
+    ];
+    for (body, code, field) in refused {
+        let r = cp.call(MGMT, "CreateLLMQuota", cp.body(body.clone())).await;
+        assert!(
+            r.status >= 400 && r.code() == code,
+            "{body} → {} {}",
+            r.status,
+            r.text
+        );
+        assert!(
+            r.message().contains(field),
+            "{body}: the message names {field}: {}",
+            r.message()
+        );
+    }
+    assert!(list(cp).await.is_empty(), "a refused create stores nothing");
+}
+
+async fn one_quota_per_subject_and_window(cp: &ControlPlane) {
+    let i = ids(cp).await;
+    let first = create(
+        cp,
+        json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 10}),
+    )
+    .await;
+    let again = cp.call(MGMT, "CreateLLMQuota", cp.body(json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 99, "window": "monthly"}))).await;
+    again.expect_error("already_exists", 409);
+    assert!(
+        again
+            .message()
+            .contains(first["quota_id"].as_str().unwrap()),
+        "the conflict names the quota: {}",
+        again.message()
+    );
+    // Another window, another scope or per-caller flag is another identity.
+    create(cp, json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 1, "window": "daily"})).await;
+    create(
+        cp,
+        json!({"subject_type": "model", "subject_id": i.model, "limit_micros": 1}),
+    )
+    .await;
+    create(cp, json!({"subject_type": "model", "subject_id": i.model, "pool_id": i.pool, "limit_micros": 1})).await;
+    create(cp, json!({"subject_type": "model", "subject_id": i.model, "per_caller": true, "limit_micros": 1})).await;
+    cp.call(MGMT, "CreateLLMQuota", cp.body(json!({"subject_type": "model", "subject_id": i.model, "pool_id": i.pool, "limit_micros": 5})))
+        .await
+        .expect_error("already_exists", 409);
+    create(
+        cp,
+        json!({"subject_type": "act_as", "subject_key": "alice", "limit_micros": 1}),
+    )
+    .await;
+    cp.call(
+        MGMT,
+        "CreateLLMQuota",
+        cp.body(json!({"subject_type": "act_as", "subject_key": "alice", "limit_micros": 1})),
+    )
+    .await
+    .expect_error("already_exists", 409);
+    assert_eq!(list(cp).await.len(), 6);
+    assert_eq!(
+        list(cp).await[0]["limit_micros"],
+        10,
+        "the conflicting create changed nothing"
+    );
+}
+
+async fn updates_keep_omitted_fields_and_never_move_the_subject(cp: &ControlPlane) {
+    let i = ids(cp).await;
+    let q = create(
+        cp,
+        json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 10, "name": "n"}),
+    )
+    .await;
+    let id = q["quota_id"].as_str().unwrap();
+    let u = cp
+        .ok(
+            MGMT,
+            "UpdateLLMQuota",
+            cp.body(json!({"quota_id": id, "limit_micros": 20})),
+        )
+        .await["quota"]
+        .clone();
+    assert_eq!(
+        (
+            u["limit_micros"].as_u64(),
+            u["name"].as_str(),
+            u["window"].as_str(),
+            u["enabled"].as_bool()
+        ),
+        (Some(20), Some("n"), Some("monthly"), Some(true))
+    );
+    let u = cp
+        .ok(
+            MGMT,
+            "UpdateLLMQuota",
+            cp.body(
+                json!({"quota_id": id, "enabled": false, "window": "daily", "name": "renamed"}),
+            ),
+        )
+        .await["quota"]
+        .clone();
+    assert_eq!(
+        (
+            u["limit_micros"].as_u64(),
+            u["name"].as_str(),
+            u["window"].as_str(),
+            u["enabled"].as_bool()
+        ),
+        (Some(20), Some("renamed"), Some("daily"), Some(false))
+    );
+    let u = cp
+        .ok(
+            MGMT,
+            "UpdateLLMQuota",
+            cp.body(json!({"quota_id": id, "enabled": true})),
+        )
+        .await["quota"]
+        .clone();
+    assert_eq!(u["enabled"], true, "the flag changes by update");
+    for field in [
+        json!({"subject_id": i.model}),
+        json!({"subject_type": "model"}),
+        json!({"subject_key": "x"}),
+        json!({"pool_id": i.pool}),
+        json!({"per_caller": true}),
+    ] {
+        let mut body = field.clone();
+        body["quota_id"] = json!(id);
+        let r = cp.call(MGMT, "UpdateLLMQuota", cp.body(body)).await;
+        r.expect_error("invalid_argument", 400)
+            .mentions("cannot change");
+    }
+    // Moving into a window another quota of the subject holds conflicts.
+    create(cp, json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 1, "window": "monthly"})).await;
+    cp.call(
+        MGMT,
+        "UpdateLLMQuota",
+        cp.body(json!({"quota_id": id, "window": "monthly"})),
+    )
+    .await
+    .expect_error("already_exists", 409);
+    let stored = list(cp)
+        .await
+        .into_iter()
+        .find(|q| q["quota_id"] == id)
+        .unwrap();
+    assert_eq!(
+        (
+            stored["subject_id"].as_str(),
+            stored["window"].as_str(),
+            stored["limit_micros"].as_u64()
+        ),
+        (Some(i.agent.as_str()), Some("daily"), Some(20))
+    );
+    cp.call(
+        MGMT,
+        "UpdateLLMQuota",
+        cp.body(json!({"quota_id": uuid::Uuid::new_v4().to_string(), "limit_micros": 1})),
+    )
+    .await
+    .expect_error("not_found", 404);
+}
+
+async fn delete_and_cascades(cp: &ControlPlane) {
+    let i = ids(cp).await;
+    let q = create(cp, json!({"subject_type": "workspace", "limit_micros": 1})).await;
+    cp.ok(
+        MGMT,
+        "DeleteLLMQuota",
+        cp.body(json!({"quota_id": q["quota_id"]})),
+    )
+    .await;
+    cp.call(
+        MGMT,
+        "DeleteLLMQuota",
+        cp.body(json!({"quota_id": q["quota_id"]})),
+    )
+    .await
+    .expect_error("not_found", 404);
+    create(cp, json!({"subject_type": "model", "subject_id": i.model, "pool_id": i.pool, "limit_micros": 1})).await;
+    create(
+        cp,
+        json!({"subject_type": "pool", "subject_id": i.pool, "limit_micros": 1}),
+    )
+    .await;
+    let kept = create(
+        cp,
+        json!({"subject_type": "model", "subject_id": i.model, "limit_micros": 1}),
+    )
+    .await;
+    // Deleting the pool drops its quota and the model quota scoped to it.
+    cp.ok(MGMT, "DeleteLLMPool", cp.body(json!({"pool_id": i.pool})))
+        .await;
+    let left: Vec<Value> = list(cp).await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["quota_id"], kept["quota_id"]);
+    create(
+        cp,
+        json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 1}),
+    )
+    .await;
+    cp.ok(AGENTS, "RevokeAgent", cp.body(json!({"agent_id": i.agent})))
+        .await;
+    cp.ok(AGENTS, "DeleteAgent", cp.body(json!({"agent_id": i.agent})))
+        .await;
+    assert_eq!(list(cp).await.len(), 1, "an agent's quotas go with it");
+}
+
+async fn the_free_plan_creates_none(cp: &ControlPlane) {
+    let w = cp
+        .ok(MGMT, "UpdateWorkspace", cp.body(json!({"plan": "free"})))
+        .await;
+    assert_eq!(w["workspace"]["plan"], "free");
+    let r = cp
+        .call(
+            MGMT,
+            "CreateLLMQuota",
+            cp.body(json!({"subject_type": "workspace", "limit_micros": 1})),
+        )
+        .await;
+    r.expect_error("failed_precondition", 400)
+        .mentions("free plan");
+    assert!(list(cp).await.is_empty());
+    cp.call(MGMT, "UpdateWorkspace", cp.body(json!({"plan": "gold"})))
+        .await
+        .expect_error("invalid_argument", 400)
+        .mentions("plan");
+    cp.ok(MGMT, "UpdateWorkspace", cp.body(json!({"plan": "pro"})))
+        .await;
+    create(cp, json!({"subject_type": "workspace", "limit_micros": 1})).await;
+}
