@@ -39,6 +39,9 @@ enum Msg {
 pub struct Audit {
     tx: Option<mpsc::Sender<Msg>>,
     spool: Option<spool::Spool>,
+    /// Refusals made before a caller is identified (bad keys, disabled gateways) are recorded
+    /// at a bounded rate, so a flood of bad keys cannot push real events out of the spool.
+    anonymous: AnonymousLimit,
     /// Events dropped: the writer fell behind, the spool was full, or a line was unreadable.
     pub dropped: Arc<AtomicU64>,
 }
@@ -72,6 +75,7 @@ impl Audit {
         Self {
             tx: None,
             spool: None,
+            anonymous: AnonymousLimit::default(),
             dropped: Arc::default(),
         }
     }
@@ -115,10 +119,17 @@ impl Audit {
             Self {
                 tx: Some(tx),
                 spool: Some(spool),
+                anonymous: AnonymousLimit::default(),
                 dropped,
             },
             tasks,
         ))
+    }
+
+    /// Whether a refusal of an unidentified caller is recorded now; `Some(n)` carries how many
+    /// were left unrecorded since the last one that was.
+    pub fn admit_anonymous(&self) -> Option<u64> {
+        self.enabled().then(|| self.anonymous.admit()).flatten()
     }
 
     /// The audit lines of `/metrics`.
@@ -248,5 +259,47 @@ fn report_drops(spool: &spool::Spool, dropped: &AtomicU64, reported: &mut u64) {
     // Whatever this pushes out is counted and reported with the next write.
     if let Ok(n) = spool.append(&line) {
         dropped.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// At most [`AnonymousLimit::PER_SECOND`] events a second; the rest are counted.
+#[derive(Default)]
+struct AnonymousLimit {
+    second: AtomicU64,
+    count: AtomicU64,
+    suppressed: AtomicU64,
+}
+
+impl AnonymousLimit {
+    const PER_SECOND: u64 = 50;
+
+    fn admit(&self) -> Option<u64> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if self.second.swap(now, Ordering::AcqRel) != now {
+            self.count.store(0, Ordering::Release);
+        }
+        if self.count.fetch_add(1, Ordering::AcqRel) < Self::PER_SECOND {
+            Some(self.suppressed.swap(0, Ordering::AcqRel))
+        } else {
+            self.suppressed.fetch_add(1, Ordering::AcqRel);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_refusals_are_rate_limited_and_counted() {
+        let limit = AnonymousLimit::default();
+        let admitted = (0..200).filter(|_| limit.admit().is_some()).count() as u64;
+        // Within one second (or straddling two), at most two seconds' worth get through.
+        assert!((AnonymousLimit::PER_SECOND..=2 * AnonymousLimit::PER_SECOND).contains(&admitted));
+        let suppressed = limit.suppressed.load(Ordering::Acquire);
+        assert_eq!(admitted + suppressed, 200);
     }
 }

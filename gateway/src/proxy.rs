@@ -207,14 +207,25 @@ async fn dispatch(
             err,
             GatewayError::Unauthenticated(_) | GatewayError::Forbidden(_) | GatewayError::Denied(_)
         ) {
-            let pre = audit::PreAuth {
-                workspace_id: &snap.workspace_id,
-                gateway,
-                agent,
-                request_id,
-                origin: &origin,
+            // Unidentified callers are recorded at a bounded rate (see `Audit::admit_anonymous`).
+            let admitted = match agent {
+                Some(_) => Some(0),
+                None => gw.audit.admit_anonymous(),
             };
-            gw.audit.emit(audit::refused_event(&pre, &err));
+            if let Some(suppressed) = admitted {
+                let pre = audit::PreAuth {
+                    workspace_id: &snap.workspace_id,
+                    gateway,
+                    agent,
+                    request_id,
+                    origin: &origin,
+                };
+                let mut event = audit::refused_event(&pre, &err);
+                if suppressed > 0 {
+                    event.payload["unrecorded_before"] = serde_json::json!(suppressed);
+                }
+                gw.audit.emit(event);
+            }
         }
         err
     };

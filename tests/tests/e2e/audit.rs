@@ -956,3 +956,44 @@ async fn a_full_spool_drops_the_oldest_and_says_so() {
         "{kept} kept + {reported} reported dropped"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_bad_keys_is_recorded_at_a_bounded_rate() {
+    let s = Setup::start(Backend::Sqlite, false).await;
+    let run = activity();
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", s.base());
+    for _ in 0..10 {
+        let calls = (0..30).map(|_| {
+            client
+                .post(&url)
+                .bearer_auth("svc_ak_flood")
+                .header("x-svc-activity-id", &run)
+                .json(&json!({"model": "gpt", "messages": []}))
+                .send()
+        });
+        for r in futures_util::future::join_all(calls).await {
+            assert_eq!(r.unwrap().status().as_u16(), 401);
+        }
+    }
+    // A real call afterwards is recorded; events ship in order, so the refusals are in by then.
+    let after = activity();
+    assert_eq!(s.chat("gpt", &after, false).await.status, 200);
+    wait(&s.cp, &by_activity(&s.cp, &after, &["model.call"])).await;
+    let refused = all(&s.cp, &by_activity(&s.cp, &run, &["access.denied"]), 1000).await;
+    assert!(
+        !refused.is_empty() && refused.len() < 300,
+        "{} of 300 recorded",
+        refused.len()
+    );
+    assert!(
+        refused.len() <= 150,
+        "at most 50 a second: {} recorded",
+        refused.len()
+    );
+    let skipped: u64 = refused
+        .iter()
+        .filter_map(|e| e.payload["unrecorded_before"].as_u64())
+        .sum();
+    assert!(skipped <= 300 - refused.len() as u64);
+}
