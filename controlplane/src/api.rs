@@ -201,6 +201,7 @@ impl Registry {
         add(service::RULES, rules::operations());
         add(service::SYNC, sync::operations());
         add(service::SYNC, audit::sync_operations());
+        add(service::SYNC, quotas::sync_operations());
         add(service::AUDIT, audit::operations());
         Self { operations }
     }

@@ -65,6 +65,34 @@ pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Resul
     let new_ids = {
         let mut tx = store.write_unscoped().await?;
         let ids = store::audit::insert_many(tx.conn(), &rows, now).await?;
+        // Spend travels with the events: a newly stored call adds its charges to the record,
+        // in the same transaction, so no charge is counted twice or lost.
+        let mut charged = std::collections::HashSet::new();
+        for e in &events {
+            if e.event_type != audit::types::MODEL_CALL
+                || !ids.contains(&e.event_id)
+                || !charged.insert(e.event_id.as_str())
+            {
+                continue;
+            }
+            let Some(charges) = e.payload.get("charges") else {
+                continue;
+            };
+            let charges: Vec<portcullis_shared::snapshot::Charge> =
+                serde_json::from_value(charges.clone()).unwrap_or_default();
+            for c in charges {
+                let micros = i64::try_from(c.micros).unwrap_or(i64::MAX);
+                store::quotas::add_spend(
+                    tx.conn(),
+                    &e.scope.workspace_id,
+                    &c.key.quota_id,
+                    c.key.window_index,
+                    &c.key.caller,
+                    micros,
+                )
+                .await?;
+            }
+        }
         tx.commit().await?;
         ids
     };

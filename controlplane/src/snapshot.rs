@@ -164,6 +164,25 @@ pub async fn build(
     }
 
     let snap_tools = tool_connections(conn, cipher, ws).await?;
+    let snap_quotas = crate::store::quotas::list(conn, ws)
+        .await?
+        .iter()
+        .map(|row| {
+            let q = crate::api::views::quota(row);
+            portcullis_shared::snapshot::SnapQuota {
+                quota_id: q.quota_id,
+                name: q.name,
+                subject_type: q.subject_type,
+                subject_id: q.subject_id.unwrap_or_default(),
+                subject_key: q.subject_key.unwrap_or_default(),
+                pool_id: q.pool_id.unwrap_or_default(),
+                per_caller: q.per_caller,
+                window: q.window,
+                limit_micros: q.limit_micros,
+                enabled: q.enabled,
+            }
+        })
+        .collect();
 
     Ok(Snapshot {
         workspace_id: ws.to_string(),
@@ -177,6 +196,7 @@ pub async fn build(
         agents: snap_agents,
         bundles: snap_bundles,
         tools: snap_tools,
+        quotas: snap_quotas,
     })
 }
 

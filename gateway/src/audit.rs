@@ -132,6 +132,31 @@ impl Audit {
         self.enabled().then(|| self.anonymous.admit()).flatten()
     }
 
+    /// The quota charges of events this gateway recorded but has not shipped yet: the control
+    /// plane's record of spend does not hold them until it stores the events.
+    pub fn unshipped_charges(&self) -> Vec<portcullis_shared::snapshot::Charge> {
+        #[derive(serde::Deserialize)]
+        struct Line {
+            #[serde(default)]
+            payload: Payload,
+        }
+        #[derive(Default, serde::Deserialize)]
+        struct Payload {
+            #[serde(default)]
+            charges: Vec<portcullis_shared::snapshot::Charge>,
+        }
+        let Some(spool) = &self.spool else {
+            return Vec::new();
+        };
+        spool
+            .unshipped()
+            .iter()
+            .filter(|l| l.windows(10).any(|w| w == b"\"charges\""))
+            .filter_map(|l| serde_json::from_slice::<Line>(l).ok())
+            .flat_map(|l| l.payload.charges)
+            .collect()
+    }
+
     /// The audit lines of `/metrics`.
     pub fn render_metrics(&self, out: &mut String) {
         use std::fmt::Write as _;

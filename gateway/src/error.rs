@@ -35,6 +35,18 @@ pub enum GatewayError {
     Upstream(String),
     #[error("upstream timed out: {0}")]
     UpstreamTimeout(String),
+    #[error("{message}")]
+    QuotaExceeded {
+        message: String,
+        quota_id: String,
+        resets_at: String,
+    },
+    /// A quota applies but the model has no price: it would be charged zero.
+    #[error("{0}")]
+    Unpriced(String),
+    /// A quota applies but the spend counters are not loaded yet.
+    #[error("{0}")]
+    QuotaUnavailable(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -46,10 +58,11 @@ impl GatewayError {
             | GatewayError::Unsupported(_)
             | GatewayError::TooLarge(_) => 400,
             GatewayError::Unauthenticated(_) => 401,
-            GatewayError::Forbidden(_) | GatewayError::Denied(_) => 403,
+            GatewayError::Forbidden(_) | GatewayError::Denied(_) | GatewayError::Unpriced(_) => 403,
+            GatewayError::QuotaExceeded { .. } => 429,
             GatewayError::NotFound(_) | GatewayError::ModelNotFound(_) => 404,
             GatewayError::Upstream(_) => 502,
-            GatewayError::NotReady => 503,
+            GatewayError::NotReady | GatewayError::QuotaUnavailable(_) => 503,
             GatewayError::UpstreamTimeout(_) => 504,
             GatewayError::Internal(_) => 500,
         }
@@ -69,6 +82,9 @@ impl GatewayError {
             GatewayError::NotReady => ("server_error", "not_ready"),
             GatewayError::Upstream(_) => ("upstream_error", "upstream_failed"),
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
+            GatewayError::QuotaExceeded { .. } => ("insufficient_quota", "quota_exceeded"),
+            GatewayError::Unpriced(_) => ("permission_error", "unpriced_model"),
+            GatewayError::QuotaUnavailable(_) => ("server_error", "quota_unavailable"),
             GatewayError::Internal(_) => ("server_error", "internal_error"),
         }
     }

@@ -21,6 +21,7 @@ pub mod respond;
 pub mod route;
 pub mod server;
 pub mod snapshot;
+pub mod spend;
 pub mod sse;
 
 use std::net::SocketAddr;
@@ -51,6 +52,8 @@ pub struct Gateway {
     pub background: tokio::runtime::Handle,
     /// Where decisions are recorded.
     pub audit: audit::Audit,
+    /// Spend counters of the workspace's quotas (they outlive snapshots).
+    pub spend: spend::Spend,
     /// Requests being answered now (shutdown waits for these, not for idle connections).
     pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -76,6 +79,7 @@ impl Gateway {
             background: tokio::runtime::Handle::current(),
             audit: audit::Audit::disabled(),
             in_flight: Arc::default(),
+            spend: spend::Spend::default(),
         }
     }
 
@@ -216,6 +220,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         gateway.in_flight.clone(),
     )
     .context("starting worker threads")?;
+    tokio::spawn(spend::seed::run(gateway.clone(), stop_rx.clone()));
     let sync = tokio::spawn(snapshot::sync::run(gateway.clone(), stop_rx));
     tracing::info!(%addr, tls = gateway.config.tls_cert.is_some(), "listening");
     Ok(Running {

@@ -4,6 +4,7 @@
 //! `model` and the credential rewritten.
 
 mod members;
+mod quota;
 mod stream;
 mod upstream;
 
@@ -142,6 +143,8 @@ struct Served {
     model: Option<std::sync::Arc<crate::snapshot::ModelEntry>>,
     attempts: u32,
     usage: Option<Value>,
+    /// What the quotas that applied were charged.
+    charges: Vec<portcullis_shared::snapshot::Charge>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -206,6 +209,9 @@ fn model_call_event(
         (None, Some(_)) => payload["price_source"] = json!("unpriced"),
         _ => {}
     }
+    if !served.charges.is_empty() {
+        payload["charges"] = json!(served.charges);
+    }
     if let Some(err) = error {
         payload["error"] = json!(err.to_string());
         payload["reason_code"] = json!(err.openai_type_and_code().1);
@@ -250,6 +256,19 @@ async fn call_members(
         let body = Bytes::from(
             serde_json::to_vec(&request).map_err(|e| GatewayError::Internal(e.to_string()))?,
         );
+        // Quotas: hold the worst case before calling (no quotas, nothing to do).
+        let reservation = if rc.snap.quotas.is_empty() {
+            None
+        } else {
+            match quota::reserve(gw, rc, target, &model, body.len(), &request) {
+                Ok(r) => Some(r).filter(|r| !r.is_empty()),
+                Err(quota::Blocked::All(e)) => return Err(e),
+                Err(quota::Blocked::Member(e)) => {
+                    last = Some(Failure::Refused(e));
+                    continue;
+                }
+            }
+        };
         served.attempts += 1;
         served.model = Some(model.clone());
         match upstream::attempt(gw, &model, url, headers, body, streaming).await {
@@ -270,7 +289,18 @@ async fn call_members(
                 } else {
                     upstream::relay_whole(session, response, &model, rc.request_id, &extra).await
                 };
-                return relayed.map(|usage| served.usage = usage);
+                let usage = relayed?;
+                if let Some(r) = reservation {
+                    // Settle to the metered cost; with no usage reported, keep the worst case.
+                    let metered = usage.as_ref().and_then(prices::Usage::from_openai);
+                    let actual = match (&model.price, metered) {
+                        (Some((_, price)), Some(u)) => price.cost_micros(&u),
+                        _ => r.held_micros(),
+                    };
+                    served.charges = r.settle(actual);
+                }
+                served.usage = usage;
+                return Ok(());
             }
             Attempt::Final(failure) => {
                 // The upstream refused the request itself: another member would too.

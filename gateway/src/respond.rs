@@ -64,6 +64,15 @@ pub fn openai_error(err: &GatewayError, request_id: &str) -> Value {
         error["reason_code"] = json!(d.reason_code);
         error["determining_policy"] = json!(d.determining_policy);
     }
+    if let GatewayError::QuotaExceeded {
+        quota_id,
+        resets_at,
+        ..
+    } = err
+    {
+        error["quota_id"] = json!(quota_id);
+        error["resets_at"] = json!(resets_at);
+    }
     json!({ "error": error })
 }
 

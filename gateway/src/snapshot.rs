@@ -26,6 +26,8 @@ pub use compile::compile;
 pub struct Compiled {
     pub revision: u64,
     pub workspace_id: String,
+    /// The enabled quotas (disabled ones are stored, not enforced).
+    pub quotas: Vec<Arc<crate::spend::QuotaEntry>>,
     pub gateways: HashMap<String, GatewayEntry>,
     /// Tool connections by name (the prefix of `connection/tool`).
     pub tools: HashMap<String, Arc<ToolEntry>>,

@@ -58,6 +58,30 @@ pub struct Snapshot {
     pub bundles: Vec<SnapBundle>,
     #[serde(default)]
     pub tools: Vec<SnapTool>,
+    /// Every quota of the workspace, disabled ones included (they are not enforced).
+    #[serde(default)]
+    pub quotas: Vec<SnapQuota>,
+}
+
+/// A quota as the gateway enforces it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapQuota {
+    pub quota_id: String,
+    pub name: String,
+    pub subject_type: crate::api::quotas::QuotaSubject,
+    /// Agent, pool, model or gateway id; the workspace id for workspace quotas.
+    #[serde(default)]
+    pub subject_id: String,
+    /// The end user's OIDC `sub`, for act-as quotas.
+    #[serde(default)]
+    pub subject_key: String,
+    /// For model quotas scoped to a pool.
+    #[serde(default)]
+    pub pool_id: String,
+    pub per_caller: bool,
+    pub window: crate::api::quotas::QuotaWindow,
+    pub limit_micros: u64,
+    pub enabled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,4 +203,96 @@ pub struct SnapBundle {
     pub scope_id: Option<String>,
     pub managed: bool,
     pub policies: String,
+}
+
+/// One counter of spend: a quota, a window (its index: days or months since 1970, UTC), and
+/// for per-caller quotas the caller (`agent:<id>` or `user:<sub>`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SpendKey {
+    pub quota_id: String,
+    pub window_index: i64,
+    #[serde(default)]
+    pub caller: String,
+}
+
+/// What a completed call was charged, carried in its `model.call` event's payload
+/// (`charges`); the control plane adds it to its record of spend when it stores the event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Charge {
+    #[serde(flatten)]
+    pub key: SpendKey,
+    pub micros: u64,
+}
+
+/// `SyncService/GetSpend`: the recorded spend of the current windows, to seed a gateway.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GetSpendRequest {
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+}
+
+impl crate::api::WorkspaceScoped for GetSpendRequest {
+    fn workspace_id(&self) -> Option<&str> {
+        self.workspace_id.as_deref()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetSpendResponse {
+    pub spend: Vec<Charge>,
+}
+
+/// The window a time falls in: days since 1970-01-01 UTC, or months since January 1970.
+pub fn window_index(window: crate::api::quotas::QuotaWindow, unix_secs: i64) -> i64 {
+    use chrono::Datelike;
+    match window {
+        crate::api::quotas::QuotaWindow::Daily => unix_secs.div_euclid(86_400),
+        crate::api::quotas::QuotaWindow::Monthly => {
+            let t = chrono::DateTime::from_timestamp(unix_secs, 0).unwrap_or_default();
+            i64::from(t.year() - 1970) * 12 + i64::from(t.month0())
+        }
+    }
+}
+
+/// When a window ends (the next one starts), RFC 3339 UTC.
+pub fn window_end(window: crate::api::quotas::QuotaWindow, index: i64) -> String {
+    let t = match window {
+        crate::api::quotas::QuotaWindow::Daily => {
+            chrono::DateTime::from_timestamp((index + 1) * 86_400, 0).unwrap_or_default()
+        }
+        crate::api::quotas::QuotaWindow::Monthly => {
+            let next = index + 1;
+            let (y, m) = (1970 + next.div_euclid(12), next.rem_euclid(12) + 1);
+            chrono::NaiveDate::from_ymd_opt(y as i32, m as u32, 1)
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .map(|d| d.and_utc())
+                .unwrap_or_default()
+        }
+    };
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+    use crate::api::quotas::QuotaWindow;
+
+    #[test]
+    fn windows_start_at_utc_midnight_and_month_start() {
+        let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp();
+        let d = window_index(QuotaWindow::Daily, t("2026-11-22T23:59:59Z"));
+        assert_eq!(
+            window_index(QuotaWindow::Daily, t("2026-11-23T00:00:00Z")),
+            d + 1
+        );
+        assert_eq!(window_end(QuotaWindow::Daily, d), "2026-11-23T00:00:00Z");
+        let m = window_index(QuotaWindow::Monthly, t("2026-12-31T23:59:59Z"));
+        assert_eq!(
+            window_index(QuotaWindow::Monthly, t("2027-01-01T00:00:00Z")),
+            m + 1
+        );
+        assert_eq!(window_end(QuotaWindow::Monthly, m), "2027-01-01T00:00:00Z");
+        assert_eq!(window_index(QuotaWindow::Monthly, 0), 0);
+    }
 }

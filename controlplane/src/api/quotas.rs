@@ -202,6 +202,45 @@ async fn create(ctx: Ctx, req: CreateLLMQuotaRequest) -> ApiResult<QuotaResponse
     Ok(QuotaResponse { quota })
 }
 
+/// `SyncService/GetSpend`: each quota's recorded spend in its current window, for a gateway
+/// to seed its counters with.
+pub fn sync_operations() -> Vec<(&'static str, Operation)> {
+    vec![("GetSpend", unary(Access::Deployment, get_spend))]
+}
+
+async fn get_spend(
+    ctx: Ctx,
+    _req: portcullis_shared::snapshot::GetSpendRequest,
+) -> ApiResult<portcullis_shared::snapshot::GetSpendResponse> {
+    use portcullis_shared::snapshot::{window_index, Charge, GetSpendResponse, SpendKey};
+    let ws = ctx.workspace_id().to_string();
+    let mut conn = ctx.store().read().await?;
+    let windows: std::collections::HashMap<String, QuotaWindow> = quotas::list(&mut conn, &ws)
+        .await?
+        .into_iter()
+        .filter_map(|q| QuotaWindow::parse(&q.quota_window).map(|w| (q.id, w)))
+        .collect();
+    let now = now_ms() / 1000;
+    let spend = quotas::spend(&mut conn, &ws)
+        .await?
+        .into_iter()
+        .filter(|(quota_id, index, _, _)| {
+            windows
+                .get(quota_id)
+                .is_some_and(|w| window_index(*w, now) == *index)
+        })
+        .map(|(quota_id, window_index, caller, micros)| Charge {
+            key: SpendKey {
+                quota_id,
+                window_index,
+                caller,
+            },
+            micros: u64::try_from(micros).unwrap_or(0),
+        })
+        .collect();
+    Ok(GetSpendResponse { spend })
+}
+
 async fn load(conn: &mut Conn, ws: &str, quota_id: &str) -> ApiResult<quotas::QuotaRow> {
     let id = validate::id("quota_id", quota_id)?;
     quotas::get(conn, ws, &id)

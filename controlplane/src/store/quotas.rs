@@ -111,6 +111,11 @@ pub async fn find_identity(
 }
 
 pub async fn delete(conn: &mut Conn, workspace_id: &str, id: &str) -> Result<bool, StoreError> {
+    sqlx::query("DELETE FROM quota_spend WHERE workspace_id = $1 AND quota_id = $2")
+        .bind(workspace_id)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
     let done = sqlx::query("DELETE FROM llm_quotas WHERE workspace_id = $1 AND id = $2")
         .bind(workspace_id)
         .bind(id)
@@ -121,6 +126,14 @@ pub async fn delete(conn: &mut Conn, workspace_id: &str, id: &str) -> Result<boo
 
 /// Removes the quotas of a deleted agent, pool, model or gateway (as subject or pool scope).
 pub async fn delete_for(conn: &mut Conn, workspace_id: &str, id: &str) -> Result<u64, StoreError> {
+    sqlx::query(
+        "DELETE FROM quota_spend WHERE quota_id IN (SELECT id FROM llm_quotas \
+         WHERE workspace_id = $1 AND (subject_id = $2 OR pool_id = $2))",
+    )
+    .bind(workspace_id)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
     let done = sqlx::query(
         "DELETE FROM llm_quotas WHERE workspace_id = $1 AND (subject_id = $2 OR pool_id = $2)",
     )
@@ -129,4 +142,43 @@ pub async fn delete_for(conn: &mut Conn, workspace_id: &str, id: &str) -> Result
     .execute(conn)
     .await?;
     Ok(done.rows_affected())
+}
+
+/// Adds a charge to the record of spend.
+pub async fn add_spend(
+    conn: &mut Conn,
+    workspace_id: &str,
+    quota_id: &str,
+    window_index: i64,
+    caller: &str,
+    micros: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO quota_spend (quota_id, window_index, caller, workspace_id, spent_micros) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (quota_id, window_index, caller) \
+         DO UPDATE SET spent_micros = quota_spend.spent_micros + excluded.spent_micros",
+    )
+    .bind(quota_id)
+    .bind(window_index)
+    .bind(caller)
+    .bind(workspace_id)
+    .bind(micros)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The recorded spend of the workspace's quotas in windows from `min_index` on (the caller
+/// filters to each quota's current window).
+pub async fn spend(
+    conn: &mut Conn,
+    workspace_id: &str,
+) -> Result<Vec<(String, i64, String, i64)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT s.quota_id, s.window_index, s.caller, s.spent_micros FROM quota_spend s \
+         JOIN llm_quotas q ON q.id = s.quota_id WHERE s.workspace_id = $1",
+    )
+    .bind(workspace_id)
+    .fetch_all(conn)
+    .await?)
 }

@@ -298,6 +298,38 @@ impl Spool {
             .saturating_sub(st.cursor.offset)
     }
 
+    /// Every complete line not shipped yet (for reading what they hold at start-up).
+    pub fn unshipped(&self) -> Vec<Vec<u8>> {
+        let (cursor, segments): (Cursor, Vec<u64>) = {
+            let st = self.state();
+            (
+                st.cursor,
+                st.segments
+                    .range(st.cursor.seq..)
+                    .map(|(s, _)| *s)
+                    .collect(),
+            )
+        };
+        let mut out = Vec::new();
+        for seq in segments {
+            let mut data = Vec::new();
+            let from = if seq == cursor.seq { cursor.offset } else { 0 };
+            let read = File::open(segment_path(&self.0.dir, seq)).and_then(|mut f| {
+                f.seek(SeekFrom::Start(from))?;
+                f.read_to_end(&mut data)
+            });
+            if read.is_err() {
+                continue;
+            }
+            for line in data.split_inclusive(|b| *b == b'\n') {
+                if line.last() == Some(&b'\n') {
+                    out.push(line.trim_ascii().to_vec());
+                }
+            }
+        }
+        out
+    }
+
     pub fn cursor(&self) -> Cursor {
         self.state().cursor
     }

@@ -264,9 +264,28 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
     if !errors.is_empty() {
         return Err(errors);
     }
+    let quotas = snap
+        .quotas
+        .iter()
+        .filter(|q| q.enabled)
+        .map(|q| {
+            Arc::new(crate::spend::QuotaEntry {
+                id: q.quota_id.clone(),
+                name: q.name.clone(),
+                subject: q.subject_type,
+                subject_id: q.subject_id.clone(),
+                subject_key: q.subject_key.clone(),
+                pool_id: q.pool_id.clone(),
+                per_caller: q.per_caller,
+                window: q.window,
+                limit_micros: q.limit_micros,
+            })
+        })
+        .collect();
     Ok(Compiled {
         revision: snap.revision,
         workspace_id: snap.workspace_id.clone(),
+        quotas,
         gateways,
         tools,
         keys,

@@ -83,6 +83,7 @@ fn snapshot(policies: &str) -> Snapshot {
             policies: policies.into(),
         }],
         tools: Vec::new(),
+        quotas: Vec::new(),
     }
 }
 

@@ -21,6 +21,7 @@ mod quotas;
 mod resilience;
 mod rules;
 mod secrets;
+mod spend;
 mod sync;
 mod tls;
 mod tools;

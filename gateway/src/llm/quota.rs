@@ -1,0 +1,103 @@
+//! Quotas on the model path: before a member is called, its worst-case cost is reserved
+//! against every enabled quota that applies; after the call the reservation is settled to the
+//! metered cost (or, if the upstream reported no usage, kept at the worst case: never zero).
+
+use portcullis_shared::prices::{Price, Usage};
+use serde_json::{Map, Value};
+
+use crate::error::GatewayError;
+use crate::request::RequestCtx;
+use crate::snapshot::{ModelEntry, Target};
+use crate::spend::{usd, CallScope, Refusal, Reservation};
+use crate::Gateway;
+
+/// Output tokens reserved for a call that sets no `max_tokens`/`max_completion_tokens`.
+pub const DEFAULT_OUTPUT_TOKENS: u64 = 16_384;
+
+/// Why a member cannot be called under the quotas.
+pub enum Blocked {
+    /// This member only (a model quota, or an unpriced model): try the next one.
+    Member(GatewayError),
+    /// Every member (a workspace, agent, user, pool or gateway quota).
+    All(GatewayError),
+}
+
+/// The worst case of a call: every request byte a prompt token (tokens are never fewer bytes
+/// than one each), plus the output limit for each of the `n` choices.
+pub fn worst_case(price: &Price, body_len: usize, request: &Map<String, Value>) -> u64 {
+    let output = ["max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|k| request.get(*k).and_then(Value::as_u64))
+        .unwrap_or(DEFAULT_OUTPUT_TOKENS);
+    let n = request.get("n").and_then(Value::as_u64).unwrap_or(1).max(1);
+    price.cost_micros(&Usage {
+        prompt_tokens: body_len as u64,
+        completion_tokens: output.saturating_mul(n),
+        cached_tokens: 0,
+    })
+}
+
+/// Reserves for one member; an empty reservation when no quota applies.
+pub fn reserve<'g>(
+    gw: &'g Gateway,
+    rc: &RequestCtx<'_>,
+    target: &Target,
+    model: &ModelEntry,
+    body_len: usize,
+    request: &Map<String, Value>,
+) -> Result<Reservation<'g>, Blocked> {
+    let act_as = &rc.context.typed().act_as;
+    let scope = CallScope {
+        agent_id: &rc.agent.id,
+        gateway_id: &rc.gateway.id,
+        user: (act_as.present && act_as.verified).then_some(act_as.sub.as_str()),
+        pool_id: match target {
+            Target::Pool(p) => Some(p.id.as_str()),
+            Target::Model(_) => None,
+        },
+        model_id: &model.id,
+    };
+    let worst = match &model.price {
+        Some((_, price)) => worst_case(price, body_len, request),
+        // Only a problem when a quota applies: reserving "everything" finds out.
+        None => u64::MAX,
+    };
+    let now = chrono::Utc::now().timestamp();
+    match gw.spend.reserve(&rc.snap.quotas, &scope, worst, now) {
+        Ok(r) => Ok(r),
+        Err(Refusal::NotSeeded) => Err(Blocked::All(GatewayError::QuotaUnavailable(
+            "spend quotas apply to this call but the gateway has not loaded its spend counters \
+             from the control plane yet; retry shortly"
+                .into(),
+        ))),
+        Err(Refusal::Exceeded { .. }) if model.price.is_none() => {
+            Err(Blocked::Member(GatewayError::Unpriced(format!(
+                "model '{}' ({}) has no known price, and a spend quota applies to this call: \
+                 set provider_config.pricing on the connection",
+                model.name, model.upstream_model
+            ))))
+        }
+        Err(Refusal::Exceeded {
+            quota,
+            spent,
+            resets_at,
+            model_only,
+        }) => {
+            let err = GatewayError::QuotaExceeded {
+                message: format!(
+                    "the {} has {} spent; this call could cost up to {}; it resets at {resets_at}",
+                    quota.describe(),
+                    usd(spent),
+                    usd(worst)
+                ),
+                quota_id: quota.id.clone(),
+                resets_at,
+            };
+            Err(if model_only {
+                Blocked::Member(err)
+            } else {
+                Blocked::All(err)
+            })
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! Spend enforcement at the gateway over real processes: a quota is never exceeded by calls
+//! racing it; streamed calls are charged their real usage; disabled quotas are not enforced;
+//! a pool reroutes past a member whose model quota is used up; counters survive a restart.
+
+use std::time::Duration;
+
+use portcullis_tests::controlplane::{AGENTS, MGMT};
+use serde_json::{json, Value};
+
+use crate::world::{model, world, World};
+
+/// The fake upstream reports 9 prompt and 12 completion tokens; at gpt-4o-mini's $0.15 and
+/// $0.60 per million that is 8.55, charged as 9 micro-USD.
+const CALL_MICROS: u64 = 9;
+
+async fn agent_id(w: &World) -> String {
+    w.cp.ok(AGENTS, "GetAgent", w.cp.body(json!({"agent_id": "bot"})))
+        .await["agent"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+async fn quota(w: &World, fields: Value) -> String {
+    w.cp.ok(MGMT, "CreateLLMQuota", w.cp.body(fields)).await["quota"]["quota_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn body(model: &str, stream: bool) -> Value {
+    json!({"model": model, "max_tokens": 12, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+}
+
+/// Waits until the gateway's snapshot has the quota (a call answers 429 or the check holds).
+async fn until(w: &World, check: impl Fn(u16, &Value) -> bool) -> (u16, Value) {
+    for _ in 0..200 {
+        let r = w
+            .chat_as(Some(&w.key), &w.gateway_id, body("gpt", false))
+            .await;
+        if check(r.status, &r.body) {
+            return (r.status, r.body);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "the gateway never reached the expected state:\n{}",
+        w.gw.logs()
+    );
+}
+
+/// The control plane's record of spend for a quota (what `GetSpend` seeds gateways with).
+async fn recorded(w: &World, quota_id: &str) -> u64 {
+    let r =
+        w.cp.call_as(
+            &w.gw.token,
+            "svc.sync.v1.SyncService",
+            "GetSpend",
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.body["spend"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["quota_id"] == quota_id)
+        .map(|c| c["micros"].as_u64().unwrap())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart() {
+    let mut w = world().await;
+    let agent = agent_id(&w).await;
+    let limit = 300;
+    let q = quota(
+        &w,
+        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": limit}),
+    )
+    .await;
+    // Wait until the gateway enforces it (a call then carries a charge).
+    until(&w, |s, _| s == 200).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", w.gw.gateway_url(&w.gateway_id));
+    let calls = (0..200).map(|_| {
+        client
+            .post(&url)
+            .bearer_auth(&w.key)
+            .json(&body("gpt", false))
+            .send()
+    });
+    let mut ok = 0u64;
+    let mut refused = 0u64;
+    let mut sample = Value::Null;
+    for r in futures_util::future::join_all(calls).await {
+        let r = r.unwrap();
+        match r.status().as_u16() {
+            200 => ok += 1,
+            429 => {
+                refused += 1;
+                sample = r.json().await.unwrap();
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert!(refused > 0, "the quota refused some calls");
+    assert_eq!(sample["error"]["code"], "quota_exceeded", "{sample}");
+    assert_eq!(sample["error"]["quota_id"], q);
+    assert!(
+        sample["error"]["resets_at"]
+            .as_str()
+            .unwrap()
+            .ends_with("-01T00:00:00Z"),
+        "a monthly window resets at the month start: {sample}"
+    );
+    // Everything charged, counting the first calls that waited for enforcement.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let spent = loop {
+        let spent = recorded(&w, &q).await;
+        if spent >= ok * CALL_MICROS || tokio::time::Instant::now() > deadline {
+            break spent;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(spent <= limit, "spent {spent} of {limit}: exceeded");
+    assert!(
+        spent >= ok * CALL_MICROS,
+        "every allowed call is charged ({ok} calls, {spent} recorded)"
+    );
+    // Reservations hold the worst case (about 24 µUSD: each of the ~110 request bytes as a
+    // prompt token plus 12 output tokens) only while a call runs, so the burst gets at least
+    // (300 − 9) / 24 calls.
+    assert!(ok >= 10, "only {ok} calls were allowed");
+
+    // A restarted gateway seeds its counters from the record: still refused.
+    w.gw.restart_gracefully().await;
+    w.gw.wait_ready().await;
+    let (status, b) = until(&w, |s, _| s == 429).await;
+    assert_eq!(
+        (status, b["error"]["code"].as_str()),
+        (429, Some("quota_exceeded"))
+    );
+
+    // Raising the limit takes effect with the next snapshot.
+    w.cp.ok(
+        MGMT,
+        "UpdateLLMQuota",
+        w.cp.body(json!({"quota_id": q, "limit_micros": limit + 1000})),
+    )
+    .await;
+    until(&w, |s, _| s == 200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_calls_are_charged_and_disabled_quotas_are_not_enforced() {
+    let w = world().await;
+    let agent = agent_id(&w).await;
+    let q = quota(
+        &w,
+        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": 1_000_000}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = w
+        .chat_as(Some(&w.key), &w.gateway_id, body("gpt", true))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(
+        !r.text.contains("\"usage\""),
+        "the caller did not ask for usage"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while recorded(&w, &q).await < CALL_MICROS {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the streamed call was never charged"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        recorded(&w, &q).await,
+        CALL_MICROS,
+        "charged its real usage, not the worst case"
+    );
+
+    // A disabled quota with no room left is stored but not enforced.
+    w.cp.ok(
+        MGMT,
+        "UpdateLLMQuota",
+        w.cp.body(json!({"quota_id": q, "limit_micros": 1, "enabled": false})),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..3 {
+        assert_eq!(w.chat("gpt").await.status, 200);
+    }
+    w.cp.ok(
+        MGMT,
+        "UpdateLLMQuota",
+        w.cp.body(json!({"quota_id": q, "enabled": true})),
+    )
+    .await;
+    let (_, b) = until(&w, |s, _| s == 429).await;
+    assert_eq!(b["error"]["quota_id"], q);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_reroutes_past_a_used_up_member_and_unpriced_models_are_refused() {
+    let w = world().await;
+    let cp = &w.cp;
+    let first = model(cp, "first", &w.fake.base_url()).await;
+    let second = model(cp, "second", &w.fake.base_url()).await;
+    let pool = cp
+        .ok(MGMT, "CreateLLMPool", cp.body(json!({"name": "team", "strategy": "priority",
+            "members": [{"connection_id": first, "priority": 0}, {"connection_id": second, "priority": 1}]})))
+        .await["pool"]["pool_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cp.ok(
+        MGMT,
+        "AddGatewayPool",
+        cp.body(json!({"gateway_id": w.gateway_id, "pool_id": pool})),
+    )
+    .await;
+    cp.ok(AGENTS, "UpdateAgent", cp.body(json!({"agent_id": "bot", "allowed_pool_names": ["team"], "allowed_direct_model_names": ["gpt", "odd"]}))).await;
+    quota(
+        &w,
+        json!({"subject_type": "model", "subject_id": first, "limit_micros": 1}),
+    )
+    .await;
+    let mut served = String::new();
+    for _ in 0..200 {
+        let r = w
+            .chat_as(Some(&w.key), &w.gateway_id, body("team", false))
+            .await;
+        served = r
+            .headers
+            .get("x-portcullis-model")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        if r.status == 200 && served == "second" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(served, "second", "the used-up member is passed over");
+
+    // A model no price is known for, under a quota: refused, never charged zero.
+    let odd = cp
+        .ok(
+            MGMT,
+            "CreateLLMModelConnection",
+            cp.body(json!({"name": "odd", "provider": "openai_compatible",
+            "provider_config": {"model": "in-house-7b", "base_url": w.fake.base_url()},
+            "secret_values": {"Authorization": "Bearer sk-odd"}})),
+        )
+        .await["connection_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cp.ok(
+        MGMT,
+        "AddGatewayModel",
+        cp.body(json!({"gateway_id": w.gateway_id, "connection_id": odd})),
+    )
+    .await;
+    quota(
+        &w,
+        json!({"subject_type": "workspace", "limit_micros": 1_000_000}),
+    )
+    .await;
+    let mut r = w
+        .chat_as(Some(&w.key), &w.gateway_id, body("odd", false))
+        .await;
+    for _ in 0..200 {
+        if r.status == 403 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        r = w
+            .chat_as(Some(&w.key), &w.gateway_id, body("odd", false))
+            .await;
+    }
+    assert_eq!(
+        r.status, 403,
+        "the unpriced model is refused under a quota: {}",
+        r.text
+    );
+    assert_eq!(r.body["error"]["code"], "unpriced_model", "{}", r.text);
+    assert!(r.text.contains("provider_config.pricing"), "{}", r.text);
+}
