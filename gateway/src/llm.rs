@@ -262,8 +262,12 @@ async fn call_members(
         } else {
             match quota::reserve(gw, rc, target, &model, body.len(), &request) {
                 Ok(r) => Some(r).filter(|r| !r.is_empty()),
-                Err(quota::Blocked::All(e)) => return Err(e),
+                Err(quota::Blocked::All(e)) => {
+                    quota::refused(gw, rc, &e);
+                    return Err(e);
+                }
                 Err(quota::Blocked::Member(e)) => {
+                    quota::refused(gw, rc, &e);
                     last = Some(Failure::Refused(e));
                     continue;
                 }
@@ -297,7 +301,11 @@ async fn call_members(
                         (Some((_, price)), Some(u)) => price.cost_micros(&u),
                         _ => r.held_micros(),
                     };
-                    served.charges = r.settle(actual);
+                    let (charges, crossings) = r.settle(actual);
+                    served.charges = charges;
+                    for c in crossings {
+                        gw.audit.emit(quota::threshold_event(rc, &c));
+                    }
                 }
                 served.usage = usage;
                 return Ok(());

@@ -119,7 +119,21 @@ pub struct Spend {
 pub struct Reservation<'a> {
     spend: &'a Spend,
     held: Vec<(SpendKey, u64)>,
+    /// The quotas held against, in the order of `held`.
+    quotas: Vec<Arc<QuotaEntry>>,
 }
+
+/// A quota whose spend crossed a threshold (80 % or 100 % of its limit) with a settled call.
+#[derive(Debug, Clone)]
+pub struct Crossing {
+    pub quota: Arc<QuotaEntry>,
+    pub percent: u64,
+    pub spent: u64,
+    pub key: SpendKey,
+}
+
+/// The thresholds that are reported, in percent of the limit.
+pub const THRESHOLDS: [u64; 2] = [80, 100];
 
 impl Spend {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SpendKey, Counter>> {
@@ -164,6 +178,7 @@ impl Spend {
             return Ok(Reservation {
                 spend: self,
                 held: Vec::new(),
+                quotas: Vec::new(),
             });
         }
         if !self.seeded() {
@@ -187,11 +202,17 @@ impl Spend {
             }
         }
         let mut held = Vec::with_capacity(applicable.len());
-        for (_, key) in applicable {
+        let mut entries = Vec::with_capacity(applicable.len());
+        for (q, key) in applicable {
             counters.entry(key.clone()).or_default().reserved += worst;
             held.push((key, worst));
+            entries.push(q.clone());
         }
-        Ok(Reservation { spend: self, held })
+        Ok(Reservation {
+            spend: self,
+            held,
+            quotas: entries,
+        })
     }
 }
 
@@ -206,21 +227,37 @@ impl Reservation<'_> {
         self.held.first().map_or(0, |(_, amount)| *amount)
     }
 
-    /// Replaces the held amounts with the metered cost; returns the charges, for the event.
-    pub fn settle(mut self, actual: u64) -> Vec<Charge> {
+    /// Replaces the held amounts with the metered cost; returns the charges (for the event)
+    /// and the thresholds this call crossed.
+    pub fn settle(mut self, actual: u64) -> (Vec<Charge>, Vec<Crossing>) {
         let held = std::mem::take(&mut self.held);
+        let quotas = std::mem::take(&mut self.quotas);
         let mut counters = self.spend.lock();
-        held.into_iter()
-            .map(|(key, amount)| {
-                let c = counters.entry(key.clone()).or_default();
-                c.reserved = c.reserved.saturating_sub(amount);
-                c.spent += actual;
-                Charge {
-                    key,
-                    micros: actual,
+        let mut charges = Vec::with_capacity(held.len());
+        let mut crossings = Vec::new();
+        for ((key, amount), quota) in held.into_iter().zip(quotas) {
+            let c = counters.entry(key.clone()).or_default();
+            c.reserved = c.reserved.saturating_sub(amount);
+            let before = c.spent;
+            c.spent += actual;
+            let limit = u128::from(quota.limit_micros);
+            for percent in THRESHOLDS {
+                let line = limit * u128::from(percent);
+                if u128::from(before) * 100 < line && u128::from(c.spent) * 100 >= line {
+                    crossings.push(Crossing {
+                        quota: quota.clone(),
+                        percent,
+                        spent: c.spent,
+                        key: key.clone(),
+                    });
                 }
-            })
-            .collect()
+            }
+            charges.push(Charge {
+                key,
+                micros: actual,
+            });
+        }
+        (charges, crossings)
     }
 }
 
@@ -284,12 +321,19 @@ mod tests {
                 .is_empty(),
             "another agent"
         );
-        let charges = r1.settle(30);
+        let (charges, crossings) = r1.settle(30);
         assert_eq!(charges[0].micros, 30);
+        assert!(crossings.is_empty());
         let r2 = spend.reserve(&quotas, &scope("a"), 60, 0).unwrap();
         drop(r2); // a failed call releases its hold
         let r3 = spend.reserve(&quotas, &scope("a"), 70, 0).unwrap();
-        r3.settle(70);
+        let (_, crossings) = r3.settle(70);
+        let crossed: Vec<u64> = crossings.iter().map(|c| c.percent).collect();
+        assert_eq!(
+            crossed,
+            [80, 100],
+            "30 → 100 of 100 crosses both thresholds, once"
+        );
         let refused = spend.reserve(&quotas, &scope("a"), 1, 0);
         match refused {
             Err(Refusal::Exceeded { spent, .. }) => assert_eq!(spent, 100),

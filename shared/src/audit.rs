@@ -14,6 +14,10 @@ pub mod types {
     pub const ACCESS_DENIED: &str = "access.denied";
     pub const AUDIT_DROPPED: &str = "audit.dropped";
     pub const MGMT_OPERATION: &str = "mgmt.operation";
+    /// A settled call took a quota past 80 % or 100 % of its limit.
+    pub const QUOTA_THRESHOLD: &str = "quota.threshold";
+    /// A call or pool member was refused for want of room in a quota.
+    pub const QUOTA_EXCEEDED: &str = "quota.exceeded";
 }
 
 pub mod results {

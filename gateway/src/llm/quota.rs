@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
 use crate::snapshot::{ModelEntry, Target};
-use crate::spend::{usd, CallScope, Refusal, Reservation};
+use crate::spend::{usd, CallScope, Crossing, Refusal, Reservation};
 use crate::Gateway;
 
 /// Output tokens reserved for a call that sets no `max_tokens`/`max_completion_tokens`.
@@ -100,4 +100,55 @@ pub fn reserve<'g>(
             })
         }
     }
+}
+
+/// `quota.threshold`: a settled call took a quota past 80 % or 100 % of its limit.
+pub fn threshold_event(
+    rc: &RequestCtx<'_>,
+    c: &Crossing,
+) -> portcullis_shared::audit::AuditEventV1 {
+    let resource = crate::audit::resource("quota", &c.quota.id, &c.quota.name);
+    let mut e = crate::audit::base(
+        rc,
+        portcullis_shared::audit::types::QUOTA_THRESHOLD,
+        portcullis_shared::audit::results::ALLOWED,
+        resource,
+    );
+    e.payload = serde_json::json!({
+        "quota_id": c.quota.id,
+        "percent": c.percent,
+        "spent_micros": c.spent,
+        "limit_micros": c.quota.limit_micros,
+        "window": c.quota.window.as_str(),
+        "window_index": c.key.window_index,
+        "caller": c.key.caller,
+        "resets_at": portcullis_shared::snapshot::window_end(c.quota.window, c.key.window_index),
+    });
+    e
+}
+
+/// `quota.exceeded`: a call (or a pool member) was refused because a quota had no room.
+pub fn refused(gw: &Gateway, rc: &RequestCtx<'_>, err: &GatewayError) {
+    let GatewayError::QuotaExceeded {
+        message,
+        quota_id,
+        resets_at,
+    } = err
+    else {
+        return;
+    };
+    let resource = crate::audit::resource("quota", quota_id, "");
+    let mut e = crate::audit::base(
+        rc,
+        portcullis_shared::audit::types::QUOTA_EXCEEDED,
+        portcullis_shared::audit::results::DENIED,
+        resource,
+    );
+    e.payload = serde_json::json!({
+        "quota_id": quota_id,
+        "reason": message,
+        "reason_code": "quota_exceeded",
+        "resets_at": resets_at,
+    });
+    gw.audit.emit(e);
 }

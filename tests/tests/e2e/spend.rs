@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use portcullis_client::audit::WaitOptions;
+use portcullis_client::AdminClient;
+use portcullis_shared::audit::{PayloadFilter, QueryEventsRequest};
 use portcullis_tests::controlplane::{AGENTS, MGMT};
 use serde_json::{json, Value};
 
@@ -133,6 +136,35 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart() {
     // prompt token plus 12 output tokens) only while a call runs, so the burst gets at least
     // (300 − 9) / 24 calls.
     assert!(ok >= 10, "only {ok} calls were allowed");
+
+    // One by one, calls go through until the worst case no longer fits (past 80 % of it).
+    let (status, _) = until(&w, |s, _| s == 429).await;
+    assert_eq!(status, 429);
+    // The crossing of 80 % and the refusals are events (for webhooks to deliver).
+    let client = AdminClient::new(&w.cp.url, &w.cp.key).unwrap();
+    let filter = |t: &str| QueryEventsRequest {
+        workspace_id: Some(w.cp.workspace_id.clone()),
+        event_types: vec![t.to_string()],
+        payload_filters: vec![PayloadFilter {
+            field: "quota_id".into(),
+            values: vec![q.clone()],
+        }],
+        ..Default::default()
+    };
+    let crossed = client
+        .wait_for_event_where(&filter("quota.threshold"), WaitOptions::default(), |e| {
+            e.payload["percent"] == 80
+        })
+        .await
+        .expect("the 80 % crossing is recorded");
+    assert!(crossed.payload["spent_micros"].as_u64().unwrap() * 100 >= limit * 80);
+    assert!(recorded(&w, &q).await <= limit, "still within the limit");
+    let refusal = client
+        .wait_for_event(&filter("quota.exceeded"), WaitOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(refusal.result, "RESULT_DENIED");
+    assert_eq!(refusal.payload["resets_at"], sample["error"]["resets_at"]);
 
     // A restarted gateway seeds its counters from the record: still refused.
     w.gw.restart_gracefully().await;
