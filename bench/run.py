@@ -197,6 +197,19 @@ def main():
     before = cpu_seconds(quiet.pid)
     results["audit_off_saturation"] = oha(quiet_url, agent_key, ["-c", str(CONCURRENCY)])
     results["audit_off_cpu_us_per_request"] = (cpu_seconds(quiet.pid) - before) / max(results["audit_off_saturation"]["requests"], 1) * 1e6
+    # Quota enforcement: the same gateway with a workspace and an agent quota (limits far above
+    # what the run spends), measured like the audit rows.
+    agent_id = call(base, key, "GetAgent", {"workspace_id": ws, "agent_id": "bench"})["agent"]["agent_id"]
+    call(base, key, "CreateLLMQuota", {"workspace_id": ws, "subject_type": "workspace", "limit_micros": 10**12})
+    call(base, key, "CreateLLMQuota", {"workspace_id": ws, "subject_type": "agent", "subject_id": agent_id,
+                                       "limit_micros": 10**12, "window": "daily"})
+    time.sleep(2)
+    quota_runs = [oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)]) for _ in range(3)]
+    results["quota_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in quota_runs)[1]
+    results["quota_fixed_rate_non_2xx"] = sum(x["requests"] - x["ok"] for x in quota_runs)
+    before = cpu_seconds(gw.pid)
+    results["quota_saturation"] = oha(gw_url, agent_key, ["-c", str(CONCURRENCY)])
+    results["quota_cpu_us_per_request"] = (cpu_seconds(gw.pid) - before) / max(results["quota_saturation"]["requests"], 1) * 1e6
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "latest.json"), "w") as f:
         json.dump(results, f, indent=2)
@@ -235,6 +248,8 @@ def table(r):
         f"| audit off → on: saturation requests/s | | {r['audit_off_saturation']['rps']:.0f} → {gs['rps']:.0f} | {(gs['rps'] / r['audit_off_saturation']['rps'] - 1) * 100:+.0f} % |",
         f"| audit off → on: CPU per request | | {r['audit_off_cpu_us_per_request']:.0f} → {r['gateway_cpu_us_per_request']:.0f} µs | |",
         f"| audit on, control plane paused (no ingest on this box): saturation requests/s, CPU per request | | {r['audit_on_cp_paused_saturation']['rps']:.0f}, {r['audit_on_cp_paused_cpu_us_per_request']:.0f} µs | {(r['audit_on_cp_paused_saturation']['rps'] / r['audit_off_saturation']['rps'] - 1) * 100:+.0f} % vs audit off |",
+        f"| quotas off → on (workspace + agent quota): {r['rate']} requests/s, added p50 ms (median of runs) | | {r['audit_on_fixed_rate_p50_ms'] - r['audit_direct_fixed_rate_p50_ms']:.3f} → {r['quota_fixed_rate_p50_ms'] - r['audit_direct_fixed_rate_p50_ms']:.3f} | {(r['quota_fixed_rate_p50_ms'] - r['audit_on_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
+        f"| quotas on: saturation requests/s, CPU per request | | {r['quota_saturation']['rps']:.0f}, {r['quota_cpu_us_per_request']:.0f} µs | {r['quota_cpu_us_per_request'] - r['gateway_cpu_us_per_request']:+.0f} µs vs no quota |",
         f"| non-2xx replies (saturation / fixed rate / MCP) | {ds['requests'] - ds['ok']} / {df['requests'] - df['ok']} / {dm['requests'] - dm['ok']} | {gs['requests'] - gs['ok']} / {gf['requests'] - gf['ok']} / {gm['requests'] - gm['ok']} | |",
     ]
     return "\n".join(rows) + f"\n\nMachine: {r['machine']}; {r['duration']} per run.\n"
