@@ -49,7 +49,7 @@ def start(args, log_path, env=None):
 
 
 def call(base, key, op, body):
-    svc = "svc.agents.v1.AgentService" if op in ("RegisterAgent", "UpdateAgent", "CreateAgentKey") else "svc.mgmt.v1.ManagementService"
+    svc = "svc.agents.v1.AgentService" if op in ("RegisterAgent", "UpdateAgent", "CreateAgentKey", "GetAgent") else "svc.mgmt.v1.ManagementService"
     req = urllib.request.Request(f"{base}/{svc}/{op}", data=json.dumps(body).encode(),
                                  headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     with urllib.request.urlopen(req) as r:

@@ -38,6 +38,9 @@ pub struct Config {
     pub audit: bool,
     /// Bound of the on-disk audit spool, in bytes; past it the oldest events are dropped.
     pub audit_spool_max_bytes: u64,
+    /// `redis://…`: spend counters shared by every replica of the deployment; without it each
+    /// replica counts alone (exact for one replica).
+    pub spend_store: Option<String>,
     pub log_format: LogFormat,
 }
 
@@ -50,6 +53,7 @@ impl std::fmt::Debug for Config {
             .field("data_dir", &self.data_dir)
             .field("public_url", &self.public_url)
             .field("tls", &self.tls_cert.is_some())
+            .field("spend_store", &self.spend_store.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -71,13 +75,15 @@ impl Default for Config {
             allow_stdio_tools: true,
             audit: true,
             audit_spool_max_bytes: 256 * 1024 * 1024,
+            spend_store: None,
             log_format: LogFormat::Text,
         }
     }
 }
 
-const ENV_KEYS: [&str; 15] = [
+const ENV_KEYS: [&str; 16] = [
     "allow_stdio_tools",
+    "spend_store",
     "audit",
     "audit_spool_max_bytes",
     "worker_threads",
@@ -118,6 +124,12 @@ impl Config {
         }
         if self.audit && self.audit_spool_max_bytes < 64 * 1024 {
             return Err("audit_spool_max_bytes must be at least 65536".into());
+        }
+        if let Some(store) = &self.spend_store {
+            let ok = url::Url::parse(store).is_ok_and(|u| matches!(u.scheme(), "redis" | "rediss"));
+            if !ok {
+                return Err("spend_store must be a redis:// or rediss:// URL".into());
+            }
         }
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err("tls_cert and tls_key go together".into());

@@ -52,8 +52,11 @@ pub struct Gateway {
     pub background: tokio::runtime::Handle,
     /// Where decisions are recorded.
     pub audit: audit::Audit,
-    /// Spend counters of the workspace's quotas (they outlive snapshots).
+    /// Spend counters of the workspace's quotas (they outlive snapshots), when this replica
+    /// counts alone.
     pub spend: spend::Spend,
+    /// The shared counters, once connected (`spend_store`).
+    pub shared_spend: std::sync::OnceLock<Arc<spend::shared::SharedSpend>>,
     /// Requests being answered now (shutdown waits for these, not for idle connections).
     pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -80,6 +83,7 @@ impl Gateway {
             audit: audit::Audit::disabled(),
             in_flight: Arc::default(),
             spend: spend::Spend::default(),
+            shared_spend: std::sync::OnceLock::new(),
         }
     }
 

@@ -260,8 +260,8 @@ async fn call_members(
         let reservation = if rc.snap.quotas.is_empty() {
             None
         } else {
-            match quota::reserve(gw, rc, target, &model, body.len(), &request) {
-                Ok(r) => Some(r).filter(|r| !r.is_empty()),
+            match quota::reserve(gw, rc, target, &model, body.len(), &request).await {
+                Ok(held) => held,
                 Err(quota::Blocked::All(e)) => {
                     quota::refused(gw, rc, &e);
                     return Err(e);
@@ -301,7 +301,7 @@ async fn call_members(
                         (Some((_, price)), Some(u)) => price.cost_micros(&u),
                         _ => r.held_micros(),
                     };
-                    let (charges, crossings) = r.settle(actual);
+                    let (charges, crossings) = r.settle(actual).await;
                     served.charges = charges;
                     for c in crossings {
                         gw.audit.emit(quota::threshold_event(rc, &c));

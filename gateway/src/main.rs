@@ -50,6 +50,10 @@ struct Args {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     tls_key: Option<PathBuf>,
+    /// redis://… to share spend counters with the deployment's other replicas.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spend_store: Option<String>,
     /// Log format: text or json.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -6,6 +6,7 @@
 //! call that a quota applies to is refused rather than let through unmetered.
 
 pub mod seed;
+pub mod shared;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -101,6 +102,53 @@ pub enum Refusal {
     },
     /// Quotas apply but the counters are not loaded yet.
     NotSeeded,
+    /// The shared spend store failed: quotas fail closed.
+    StoreDown(String),
+}
+
+/// The quotas that apply to a call, with the counter each is charged on; non-model quotas
+/// first, so a refusal by one of them is reported (no other pool member would help).
+pub fn applicable(
+    quotas: &[Arc<QuotaEntry>],
+    scope: &CallScope<'_>,
+    now_secs: i64,
+) -> Vec<(Arc<QuotaEntry>, SpendKey)> {
+    let mut out: Vec<(Arc<QuotaEntry>, SpendKey)> = quotas
+        .iter()
+        .filter(|q| scope.applies(q))
+        .map(|q| {
+            let key = SpendKey {
+                quota_id: q.id.clone(),
+                window_index: window_index(q.window, now_secs),
+                caller: scope.caller(q),
+            };
+            (q.clone(), key)
+        })
+        .collect();
+    out.sort_by_key(|(q, _)| q.subject == QuotaSubject::Model);
+    out
+}
+
+/// A hold on the counters of one call, in memory or in the shared store.
+pub enum Held<'a> {
+    Memory(Reservation<'a>),
+    Shared(shared::SharedHeld),
+}
+
+impl Held<'_> {
+    pub fn held_micros(&self) -> u64 {
+        match self {
+            Held::Memory(r) => r.held_micros(),
+            Held::Shared(h) => h.held_micros(),
+        }
+    }
+
+    pub async fn settle(self, actual: u64) -> (Vec<Charge>, Vec<Crossing>) {
+        match self {
+            Held::Memory(r) => r.settle(actual),
+            Held::Shared(h) => h.settle(actual).await,
+        }
+    }
 }
 
 #[derive(Default)]

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
 use crate::snapshot::{ModelEntry, Target};
-use crate::spend::{usd, CallScope, Crossing, Refusal, Reservation};
+use crate::spend::{self, usd, CallScope, Crossing, Held, Refusal};
 use crate::Gateway;
 
 /// Output tokens reserved for a call that sets no `max_tokens`/`max_completion_tokens`.
@@ -37,15 +37,15 @@ pub fn worst_case(price: &Price, body_len: usize, request: &Map<String, Value>) 
     })
 }
 
-/// Reserves for one member; an empty reservation when no quota applies.
-pub fn reserve<'g>(
+/// Reserves for one member; `None` when no quota applies.
+pub async fn reserve<'g>(
     gw: &'g Gateway,
     rc: &RequestCtx<'_>,
     target: &Target,
     model: &ModelEntry,
     body_len: usize,
     request: &Map<String, Value>,
-) -> Result<Reservation<'g>, Blocked> {
+) -> Result<Option<Held<'g>>, Blocked> {
     let act_as = &rc.context.typed().act_as;
     let scope = CallScope {
         agent_id: &rc.agent.id,
@@ -57,26 +57,46 @@ pub fn reserve<'g>(
         },
         model_id: &model.id,
     };
-    let worst = match &model.price {
-        Some((_, price)) => worst_case(price, body_len, request),
-        // Only a problem when a quota applies: reserving "everything" finds out.
-        None => u64::MAX,
-    };
     let now = chrono::Utc::now().timestamp();
-    match gw.spend.reserve(&rc.snap.quotas, &scope, worst, now) {
-        Ok(r) => Ok(r),
+    let applicable = spend::applicable(&rc.snap.quotas, &scope, now);
+    if applicable.is_empty() {
+        return Ok(None);
+    }
+    let Some((_, price)) = &model.price else {
+        return Err(Blocked::Member(GatewayError::Unpriced(format!(
+            "model '{}' ({}) has no known price, and a spend quota applies to this call: \
+             set provider_config.pricing on the connection",
+            model.name, model.upstream_model
+        ))));
+    };
+    let worst = worst_case(price, body_len, request);
+    let held = if gw.config.spend_store.is_some() {
+        let Some(store) = gw.shared_spend.get() else {
+            return Err(Blocked::All(GatewayError::QuotaUnavailable(
+                "spend quotas apply to this call but the shared spend store is not connected; \
+                 quotas fail closed"
+                    .into(),
+            )));
+        };
+        store
+            .reserve(applicable, worst, rc.request_id, gw.background.clone())
+            .await
+            .map(Held::Shared)
+    } else {
+        gw.spend
+            .reserve(&rc.snap.quotas, &scope, worst, now)
+            .map(Held::Memory)
+    };
+    match held {
+        Ok(h) => Ok(Some(h)),
         Err(Refusal::NotSeeded) => Err(Blocked::All(GatewayError::QuotaUnavailable(
             "spend quotas apply to this call but the gateway has not loaded its spend counters \
              from the control plane yet; retry shortly"
                 .into(),
         ))),
-        Err(Refusal::Exceeded { .. }) if model.price.is_none() => {
-            Err(Blocked::Member(GatewayError::Unpriced(format!(
-                "model '{}' ({}) has no known price, and a spend quota applies to this call: \
-                 set provider_config.pricing on the connection",
-                model.name, model.upstream_model
-            ))))
-        }
+        Err(Refusal::StoreDown(why)) => Err(Blocked::All(GatewayError::QuotaUnavailable(format!(
+            "{why}; quotas fail closed"
+        )))),
         Err(Refusal::Exceeded {
             quota,
             spent,

@@ -35,13 +35,18 @@ pub async fn run(gw: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>)
             Ok(r) => Err(format!("control plane answered {}", r.status())),
             Err(e) => Err(format!("control plane unreachable: {e}")),
         };
-        match outcome {
-            Ok(recorded) => {
+        let outcome = match (outcome, &gw.config.spend_store) {
+            (Ok(recorded), Some(url)) => shared(&gw, url, recorded, pending).await,
+            (Ok(recorded), None) => {
                 let (n, m) = (recorded.spend.len(), pending.len());
                 gw.spend.seed(recorded.spend.into_iter().chain(pending));
                 tracing::info!(recorded = n, unshipped = m, "Spend counters loaded.");
-                return;
+                Ok(())
             }
+            (Err(e), _) => Err(e),
+        };
+        match outcome {
+            Ok(()) => return,
             Err(why) => {
                 tracing::warn!(
                     why,
@@ -56,4 +61,27 @@ pub async fn run(gw: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>)
         }
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Connects the shared store (once) and fills the counters it lacks.
+async fn shared(
+    gw: &Gateway,
+    url: &str,
+    recorded: GetSpendResponse,
+    pending: Vec<portcullis_shared::snapshot::Charge>,
+) -> Result<(), String> {
+    let store = match gw.shared_spend.get() {
+        Some(s) => s.clone(),
+        None => {
+            let s = Arc::new(super::shared::SharedSpend::connect(url).await?);
+            let _ = gw.shared_spend.set(s.clone());
+            s
+        }
+    };
+    let n = recorded.spend.len();
+    store
+        .seed(recorded.spend.into_iter().chain(pending).collect())
+        .await?;
+    tracing::info!(recorded = n, "Shared spend counters ready.");
+    Ok(())
 }
