@@ -157,6 +157,22 @@ const TABLE: &[(&str, Price)] = &[
     // DeepSeek
     ("deepseek-chat", Price::usd_per_mtok(0.27, 1.10, 0.07)),
     ("deepseek-reasoner", Price::usd_per_mtok(0.55, 2.19, 0.14)),
+    // xAI
+    ("grok-4", Price::usd_per_mtok(3.0, 15.0, 0.75)),
+    ("grok-3", Price::usd_per_mtok(3.0, 15.0, 0.75)),
+    ("grok-3-mini", Price::usd_per_mtok(0.30, 0.50, 0.075)),
+    // Perplexity
+    ("sonar", Price::usd_per_mtok(1.0, 1.0, 1.0)),
+    ("sonar-pro", Price::usd_per_mtok(3.0, 15.0, 3.0)),
+    // Open-weight models as the hosted providers (Groq, Together, Fireworks, Cerebras,
+    // OpenRouter) list them; hosts differ by a few cents, so set `pricing` on the connection
+    // where the bill must match exactly.
+    ("llama-3.3-70b", Price::usd_per_mtok(0.88, 0.88, 0.88)),
+    ("llama-3.1-70b", Price::usd_per_mtok(0.88, 0.88, 0.88)),
+    ("llama-3.1-8b", Price::usd_per_mtok(0.18, 0.18, 0.18)),
+    ("llama3.1-8b", Price::usd_per_mtok(0.10, 0.10, 0.10)),
+    ("mixtral-8x7b", Price::usd_per_mtok(0.60, 0.60, 0.60)),
+    ("qwen-2.5-72b", Price::usd_per_mtok(1.20, 1.20, 1.20)),
 ];
 
 /// The shipped price of an upstream model id, if the table knows it.
@@ -227,6 +243,11 @@ mod tests {
             "amazon.nova-lite"
         );
         assert_eq!(lookup("o3-mini").unwrap().0, "o3-mini");
+        assert_eq!(
+            lookup("meta-llama/Llama-3.3-70B-Instruct-Turbo").unwrap().0,
+            "llama-3.3-70b"
+        );
+        assert_eq!(lookup("grok-3-mini-beta").unwrap().0, "grok-3-mini");
         assert!(
             lookup("gpt-4omega").is_none(),
             "a prefix must end at a separator"
