@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use portcullis_shared::audit::{self, AuditEventV1, PayloadFilter, QueryEventsRequest};
+use portcullis_shared::snapshot::Charge;
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -66,32 +68,37 @@ pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Resul
         let mut tx = store.write_unscoped().await?;
         let ids = store::audit::insert_many(tx.conn(), &rows, now).await?;
         // Spend travels with the events: a newly stored call adds its charges to the record,
-        // in the same transaction, so no charge is counted twice or lost.
+        // in the same transaction, so no charge is counted twice or lost. Summed per counter
+        // first: a batch is mostly calls on the same few quotas.
+        let mut sums: std::collections::BTreeMap<(&str, &str, i64, &str), u64> = Default::default();
         let mut charged = std::collections::HashSet::new();
-        for e in &events {
-            if e.event_type != audit::types::MODEL_CALL
-                || !ids.contains(&e.event_id)
-                || !charged.insert(e.event_id.as_str())
-            {
-                continue;
+        let charges: Vec<(&AuditEventV1, Vec<Charge>)> = events
+            .iter()
+            .filter(|e| {
+                e.event_type == audit::types::MODEL_CALL
+                    && ids.contains(&e.event_id)
+                    && charged.insert(e.event_id.as_str())
+            })
+            .filter_map(|e| {
+                let charges = e.payload.get("charges")?;
+                Some((e, Vec::<Charge>::deserialize(charges).unwrap_or_default()))
+            })
+            .collect();
+        for (e, list) in &charges {
+            for c in list {
+                let key = (
+                    e.scope.workspace_id.as_str(),
+                    c.quota_id.as_str(),
+                    c.day,
+                    c.caller.as_str(),
+                );
+                let sum = sums.entry(key).or_default();
+                *sum = sum.saturating_add(c.micros);
             }
-            let Some(charges) = e.payload.get("charges") else {
-                continue;
-            };
-            let charges: Vec<portcullis_shared::snapshot::Charge> =
-                serde_json::from_value(charges.clone()).unwrap_or_default();
-            for c in charges {
-                let micros = i64::try_from(c.micros).unwrap_or(i64::MAX);
-                store::quotas::add_spend(
-                    tx.conn(),
-                    &e.scope.workspace_id,
-                    &c.key.quota_id,
-                    c.key.window_index,
-                    &c.key.caller,
-                    micros,
-                )
-                .await?;
-            }
+        }
+        for ((ws, quota_id, day, caller), micros) in sums {
+            let micros = i64::try_from(micros).unwrap_or(i64::MAX);
+            store::quotas::add_spend(tx.conn(), ws, quota_id, day, caller, micros).await?;
         }
         tx.commit().await?;
         ids
@@ -144,7 +151,12 @@ pub fn stream_matches(q: &QueryEventsRequest, e: &AuditEventV1) -> bool {
         && payload_matches(&q.payload_filters, e)
 }
 
-/// Deletes events past the retention period, every hour.
+/// Days of the record of spend kept: the current month's days are all a gateway needs; the
+/// month before stays for reports.
+const SPEND_KEPT_DAYS: i64 = 62;
+
+/// Deletes events past the retention period, and the record of spend past what any window
+/// needs, every hour.
 pub fn spawn_retention(store: Store, days: u32) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(3600));
@@ -154,6 +166,8 @@ pub fn spawn_retention(store: Store, days: u32) {
             let purged = async {
                 let mut tx = store.write_unscoped().await?;
                 let n = store::audit::purge(tx.conn(), before).await?;
+                let today = portcullis_shared::snapshot::day_index(now_ms() / 1000);
+                store::quotas::purge_spend(tx.conn(), today - SPEND_KEPT_DAYS).await?;
                 tx.commit().await?;
                 Ok::<u64, StoreError>(n)
             }

@@ -293,10 +293,11 @@ async fn call_members(
                 } else {
                     upstream::relay_whole(session, response, &model, rc.request_id, &extra).await
                 };
-                let usage = relayed?;
+                // The upstream answered: the call is charged, even if the answer broke off or
+                // the caller went away — its metered cost, or with no usage reported its worst
+                // case, never zero.
                 if let Some(r) = reservation {
-                    // Settle to the metered cost; with no usage reported, keep the worst case.
-                    let metered = usage.as_ref().and_then(prices::Usage::from_openai);
+                    let metered = relayed.usage.as_ref().and_then(prices::Usage::from_openai);
                     let actual = match (&model.price, metered) {
                         (Some((_, price)), Some(u)) => price.cost_micros(&u),
                         _ => r.held_micros(),
@@ -307,8 +308,8 @@ async fn call_members(
                         gw.audit.emit(quota::threshold_event(rc, &c));
                     }
                 }
-                served.usage = usage;
-                return Ok(());
+                served.usage = relayed.usage;
+                return relayed.failure.map_or(Ok(()), Err);
             }
             Attempt::Final(failure) => {
                 // The upstream refused the request itself: another member would too.

@@ -4,6 +4,10 @@
 //! (or released when the call failed). Counters are seeded from the control plane's record
 //! (`SyncService/GetSpend`) plus what this gateway's spool has not shipped yet; until then a
 //! call that a quota applies to is refused rather than let through unmetered.
+//!
+//! Every quota is counted in both a daily and a monthly counter; the one of its window is
+//! enforced. So when an admin changes a quota's window, what was spent in the new window is
+//! already counted.
 
 pub mod seed;
 pub mod shared;
@@ -13,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use portcullis_shared::api::quotas::{QuotaSubject, QuotaWindow};
-use portcullis_shared::snapshot::{window_end, window_index, Charge, SpendKey};
+use portcullis_shared::snapshot::{day_index, window_end, window_of_day, Charge};
 
 /// A quota as compiled from the snapshot (enabled ones only).
 #[derive(Debug, Clone)]
@@ -90,11 +94,112 @@ impl CallScope<'_> {
     }
 }
 
+/// One counter: a quota's spend in one daily or monthly window, for one caller.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CounterKey {
+    pub quota_id: String,
+    pub window: QuotaWindow,
+    /// Days since 1970 (daily) or months since January 1970 (monthly).
+    pub index: i64,
+    pub caller: String,
+}
+
+/// A quota that applies to a call, on the UTC day of the call.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub quota: Arc<QuotaEntry>,
+    pub day: i64,
+    pub caller: String,
+}
+
+impl Applied {
+    fn key(&self, window: QuotaWindow) -> CounterKey {
+        CounterKey {
+            quota_id: self.quota.id.clone(),
+            window,
+            index: window_of_day(window, self.day),
+            caller: self.caller.clone(),
+        }
+    }
+
+    /// The counter that is enforced (the quota's window), then the other one.
+    pub fn keys(&self) -> [CounterKey; 2] {
+        let other = match self.quota.window {
+            QuotaWindow::Daily => QuotaWindow::Monthly,
+            QuotaWindow::Monthly => QuotaWindow::Daily,
+        };
+        [self.key(self.quota.window), self.key(other)]
+    }
+
+    pub fn resets_at(&self) -> String {
+        let w = self.quota.window;
+        window_end(w, window_of_day(w, self.day))
+    }
+
+    pub fn charge(&self, micros: u64) -> Charge {
+        Charge {
+            quota_id: self.quota.id.clone(),
+            day: self.day,
+            caller: self.caller.clone(),
+            micros,
+        }
+    }
+
+    /// The refusal of a call whose worst case does not fit in this quota.
+    fn refusal(&self, spent: u64) -> Refusal {
+        Refusal::Exceeded {
+            quota: self.quota.clone(),
+            spent,
+            resets_at: self.resets_at(),
+            model_only: self.quota.subject == QuotaSubject::Model,
+        }
+    }
+
+    /// The thresholds a settled call of `actual` took this quota past, its spend now `spent`.
+    fn crossings(&self, spent: u64, actual: u64) -> Vec<Crossing> {
+        let before = u128::from(spent.saturating_sub(actual));
+        let limit = u128::from(self.quota.limit_micros);
+        THRESHOLDS
+            .into_iter()
+            .filter(|p| {
+                let line = limit * u128::from(*p);
+                before * 100 < line && u128::from(spent) * 100 >= line
+            })
+            .map(|percent| Crossing {
+                applied: self.clone(),
+                percent,
+                spent,
+            })
+            .collect()
+    }
+}
+
+/// The quotas that apply to a call; non-model quotas first, so a refusal by one of them is
+/// reported (no other pool member would help).
+pub fn applicable(
+    quotas: &[Arc<QuotaEntry>],
+    scope: &CallScope<'_>,
+    now_secs: i64,
+) -> Vec<Applied> {
+    let day = day_index(now_secs);
+    let mut out: Vec<Applied> = quotas
+        .iter()
+        .filter(|q| scope.applies(q))
+        .map(|q| Applied {
+            quota: q.clone(),
+            day,
+            caller: scope.caller(q),
+        })
+        .collect();
+    out.sort_by_key(|a| a.quota.subject == QuotaSubject::Model);
+    out
+}
+
 /// Why a reservation was refused.
 #[derive(Debug, Clone)]
 pub enum Refusal {
     Exceeded {
-        quota: Box<QuotaEntry>,
+        quota: Arc<QuotaEntry>,
         spent: u64,
         resets_at: String,
         /// A model quota: another pool member may still have room.
@@ -106,28 +211,16 @@ pub enum Refusal {
     StoreDown(String),
 }
 
-/// The quotas that apply to a call, with the counter each is charged on; non-model quotas
-/// first, so a refusal by one of them is reported (no other pool member would help).
-pub fn applicable(
-    quotas: &[Arc<QuotaEntry>],
-    scope: &CallScope<'_>,
-    now_secs: i64,
-) -> Vec<(Arc<QuotaEntry>, SpendKey)> {
-    let mut out: Vec<(Arc<QuotaEntry>, SpendKey)> = quotas
-        .iter()
-        .filter(|q| scope.applies(q))
-        .map(|q| {
-            let key = SpendKey {
-                quota_id: q.id.clone(),
-                window_index: window_index(q.window, now_secs),
-                caller: scope.caller(q),
-            };
-            (q.clone(), key)
-        })
-        .collect();
-    out.sort_by_key(|(q, _)| q.subject == QuotaSubject::Model);
-    out
+/// A quota whose spend crossed a threshold (80 % or 100 % of its limit) with a settled call.
+#[derive(Debug, Clone)]
+pub struct Crossing {
+    pub applied: Applied,
+    pub percent: u64,
+    pub spent: u64,
 }
+
+/// The thresholds that are reported, in percent of the limit.
+pub const THRESHOLDS: [u64; 2] = [80, 100];
 
 /// A hold on the counters of one call, in memory or in the shared store.
 pub enum Held<'a> {
@@ -138,11 +231,13 @@ pub enum Held<'a> {
 impl Held<'_> {
     pub fn held_micros(&self) -> u64 {
         match self {
-            Held::Memory(r) => r.held_micros(),
+            Held::Memory(r) => r.worst,
             Held::Shared(h) => h.held_micros(),
         }
     }
 
+    /// Replaces the hold with the metered cost; returns the charges (for the call's event) and
+    /// the thresholds the call crossed.
     pub async fn settle(self, actual: u64) -> (Vec<Charge>, Vec<Crossing>) {
         match self {
             Held::Memory(r) => r.settle(actual),
@@ -159,40 +254,28 @@ struct Counter {
 
 #[derive(Default)]
 pub struct Spend {
-    counters: Mutex<HashMap<SpendKey, Counter>>,
+    counters: Mutex<HashMap<CounterKey, Counter>>,
     seeded: AtomicBool,
 }
 
-/// Amounts held against some counters; settle or drop (which releases them).
+/// Amounts held against some counters; settle it, or dropping it releases them.
 pub struct Reservation<'a> {
     spend: &'a Spend,
-    held: Vec<(SpendKey, u64)>,
-    /// The quotas held against, in the order of `held`.
-    quotas: Vec<Arc<QuotaEntry>>,
+    applied: Vec<Applied>,
+    worst: u64,
 }
-
-/// A quota whose spend crossed a threshold (80 % or 100 % of its limit) with a settled call.
-#[derive(Debug, Clone)]
-pub struct Crossing {
-    pub quota: Arc<QuotaEntry>,
-    pub percent: u64,
-    pub spent: u64,
-    pub key: SpendKey,
-}
-
-/// The thresholds that are reported, in percent of the limit.
-pub const THRESHOLDS: [u64; 2] = [80, 100];
 
 impl Spend {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SpendKey, Counter>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<CounterKey, Counter>> {
         self.counters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds recorded spend (seeding); marks the counters ready.
+    /// Adds recorded spend (seeding) to the daily and monthly counters of each charge's day;
+    /// marks the counters ready.
     pub fn seed(&self, charges: impl IntoIterator<Item = Charge>) {
         let mut counters = self.lock();
-        for c in charges {
-            counters.entry(c.key).or_default().spent += c.micros;
+        for (key, micros) in counters_of(charges) {
+            counters.entry(key).or_default().spent += micros;
         }
         self.seeded.store(true, Ordering::Release);
     }
@@ -201,109 +284,75 @@ impl Spend {
         self.seeded.load(Ordering::Acquire)
     }
 
-    /// Reserves `worst` micro-USD against every quota in `quotas` that applies to `scope`,
-    /// all or none. An empty result means no quota applies.
-    pub fn reserve<'a>(
-        &'a self,
-        quotas: &[Arc<QuotaEntry>],
-        scope: &CallScope<'_>,
-        worst: u64,
-        now_secs: i64,
-    ) -> Result<Reservation<'a>, Refusal> {
-        let applicable: Vec<(&Arc<QuotaEntry>, SpendKey)> = quotas
-            .iter()
-            .filter(|q| scope.applies(q))
-            .map(|q| {
-                let key = SpendKey {
-                    quota_id: q.id.clone(),
-                    window_index: window_index(q.window, now_secs),
-                    caller: scope.caller(q),
-                };
-                (q, key)
-            })
-            .collect();
-        if applicable.is_empty() {
-            return Ok(Reservation {
-                spend: self,
-                held: Vec::new(),
-                quotas: Vec::new(),
-            });
-        }
-        if !self.seeded() {
+    /// Forgets counters of windows that have ended and hold nothing.
+    pub fn prune(&self, now_secs: i64) {
+        let day = day_index(now_secs);
+        self.lock()
+            .retain(|k, c| c.reserved > 0 || k.index >= window_of_day(k.window, day));
+    }
+
+    /// Reserves `worst` micro-USD against every quota in `applied`, all or none.
+    pub fn reserve(&self, applied: Vec<Applied>, worst: u64) -> Result<Reservation<'_>, Refusal> {
+        if !applied.is_empty() && !self.seeded() {
             return Err(Refusal::NotSeeded);
         }
         let mut counters = self.lock();
-        // Check every quota first (non-model quotas first, so their refusal is reported: no
-        // other member would help), then hold the amount on all of them.
-        let mut order: Vec<&(&Arc<QuotaEntry>, SpendKey)> = applicable.iter().collect();
-        order.sort_by_key(|(q, _)| q.subject == QuotaSubject::Model);
-        for (q, key) in order {
-            let c = counters.get(key);
-            let used = c.map_or(0, |c| c.spent + c.reserved);
-            if used.saturating_add(worst) > q.limit_micros {
-                return Err(Refusal::Exceeded {
-                    quota: Box::new(QuotaEntry::clone(q)),
-                    spent: c.map_or(0, |c| c.spent),
-                    resets_at: window_end(q.window, key.window_index),
-                    model_only: q.subject == QuotaSubject::Model,
-                });
+        // Check every quota first, then hold the amount on all of them.
+        for a in &applied {
+            let [enforced, _] = a.keys();
+            let c = counters.get(&enforced);
+            let used = c.map_or(0, |c| c.spent.saturating_add(c.reserved));
+            if used.saturating_add(worst) > a.quota.limit_micros {
+                return Err(a.refusal(c.map_or(0, |c| c.spent)));
             }
         }
-        let mut held = Vec::with_capacity(applicable.len());
-        let mut entries = Vec::with_capacity(applicable.len());
-        for (q, key) in applicable {
-            counters.entry(key.clone()).or_default().reserved += worst;
-            held.push((key, worst));
-            entries.push(q.clone());
+        for key in applied.iter().flat_map(Applied::keys) {
+            counters.entry(key).or_default().reserved += worst;
         }
         Ok(Reservation {
             spend: self,
-            held,
-            quotas: entries,
+            applied,
+            worst,
         })
     }
 }
 
+/// The daily and monthly counters recorded charges add up to.
+pub fn counters_of(charges: impl IntoIterator<Item = Charge>) -> HashMap<CounterKey, u64> {
+    let mut sums: HashMap<CounterKey, u64> = HashMap::new();
+    for c in charges {
+        for window in [QuotaWindow::Daily, QuotaWindow::Monthly] {
+            let key = CounterKey {
+                quota_id: c.quota_id.clone(),
+                window,
+                index: window_of_day(window, c.day),
+                caller: c.caller.clone(),
+            };
+            let sum = sums.entry(key).or_default();
+            *sum = sum.saturating_add(c.micros);
+        }
+    }
+    sums
+}
+
 impl Reservation<'_> {
-    /// Whether any quota applied.
-    pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
-    }
-
-    /// The amount held (the same on every quota).
-    pub fn held_micros(&self) -> u64 {
-        self.held.first().map_or(0, |(_, amount)| *amount)
-    }
-
-    /// Replaces the held amounts with the metered cost; returns the charges (for the event)
-    /// and the thresholds this call crossed.
-    pub fn settle(mut self, actual: u64) -> (Vec<Charge>, Vec<Crossing>) {
-        let held = std::mem::take(&mut self.held);
-        let quotas = std::mem::take(&mut self.quotas);
+    fn settle(mut self, actual: u64) -> (Vec<Charge>, Vec<Crossing>) {
+        let applied = std::mem::take(&mut self.applied);
         let mut counters = self.spend.lock();
-        let mut charges = Vec::with_capacity(held.len());
+        let mut charges = Vec::with_capacity(applied.len());
         let mut crossings = Vec::new();
-        for ((key, amount), quota) in held.into_iter().zip(quotas) {
-            let c = counters.entry(key.clone()).or_default();
-            c.reserved = c.reserved.saturating_sub(amount);
-            let before = c.spent;
-            c.spent += actual;
-            let limit = u128::from(quota.limit_micros);
-            for percent in THRESHOLDS {
-                let line = limit * u128::from(percent);
-                if u128::from(before) * 100 < line && u128::from(c.spent) * 100 >= line {
-                    crossings.push(Crossing {
-                        quota: quota.clone(),
-                        percent,
-                        spent: c.spent,
-                        key: key.clone(),
-                    });
-                }
-            }
-            charges.push(Charge {
-                key,
-                micros: actual,
-            });
+        for a in applied {
+            let [enforced, other] = a.keys();
+            let mut add = |key| {
+                let c: &mut Counter = counters.entry(key).or_default();
+                c.reserved = c.reserved.saturating_sub(self.worst);
+                c.spent = c.spent.saturating_add(actual);
+                c.spent
+            };
+            let spent = add(enforced);
+            add(other);
+            crossings.extend(a.crossings(spent, actual));
+            charges.push(a.charge(actual));
         }
         (charges, crossings)
     }
@@ -312,143 +361,17 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     /// An unsettled reservation (the call failed) is released.
     fn drop(&mut self) {
-        if self.held.is_empty() {
+        if self.applied.is_empty() {
             return;
         }
         let mut counters = self.spend.lock();
-        for (key, amount) in self.held.drain(..) {
+        for key in self.applied.drain(..).flat_map(|a| a.keys()) {
             if let Some(c) = counters.get_mut(&key) {
-                c.reserved = c.reserved.saturating_sub(amount);
+                c.reserved = c.reserved.saturating_sub(self.worst);
             }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn quota(subject: QuotaSubject, id: &str, limit: u64, window: QuotaWindow) -> Arc<QuotaEntry> {
-        Arc::new(QuotaEntry {
-            id: format!("q-{id}"),
-            name: String::new(),
-            subject,
-            subject_id: id.into(),
-            subject_key: String::new(),
-            pool_id: String::new(),
-            per_caller: false,
-            window,
-            limit_micros: limit,
-        })
-    }
-
-    fn scope<'a>(agent: &'a str) -> CallScope<'a> {
-        CallScope {
-            agent_id: agent,
-            gateway_id: "g",
-            user: None,
-            pool_id: None,
-            model_id: "m",
-        }
-    }
-
-    #[test]
-    fn reservations_never_overshoot_and_release_on_failure() {
-        let spend = Spend::default();
-        spend.seed([]);
-        let quotas = vec![quota(QuotaSubject::Agent, "a", 100, QuotaWindow::Monthly)];
-        let r1 = spend.reserve(&quotas, &scope("a"), 60, 0).unwrap();
-        assert!(
-            spend.reserve(&quotas, &scope("a"), 60, 0).is_err(),
-            "60 + 60 > 100"
-        );
-        assert!(
-            spend
-                .reserve(&quotas, &scope("b"), 60, 0)
-                .unwrap()
-                .is_empty(),
-            "another agent"
-        );
-        let (charges, crossings) = r1.settle(30);
-        assert_eq!(charges[0].micros, 30);
-        assert!(crossings.is_empty());
-        let r2 = spend.reserve(&quotas, &scope("a"), 60, 0).unwrap();
-        drop(r2); // a failed call releases its hold
-        let r3 = spend.reserve(&quotas, &scope("a"), 70, 0).unwrap();
-        let (_, crossings) = r3.settle(70);
-        let crossed: Vec<u64> = crossings.iter().map(|c| c.percent).collect();
-        assert_eq!(
-            crossed,
-            [80, 100],
-            "30 → 100 of 100 crosses both thresholds, once"
-        );
-        let refused = spend.reserve(&quotas, &scope("a"), 1, 0);
-        match refused {
-            Err(Refusal::Exceeded { spent, .. }) => assert_eq!(spent, 100),
-            _ => panic!("the quota is used up"),
-        }
-    }
-
-    #[test]
-    fn a_daily_window_resets_at_utc_midnight() {
-        let spend = Spend::default();
-        spend.seed([]);
-        let quotas = vec![quota(QuotaSubject::Workspace, "w", 10, QuotaWindow::Daily)];
-        let t = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp();
-        spend
-            .reserve(&quotas, &scope("a"), 10, t("2026-11-22T23:59:58Z"))
-            .unwrap()
-            .settle(10);
-        match spend.reserve(&quotas, &scope("a"), 1, t("2026-11-22T23:59:59Z")) {
-            Err(Refusal::Exceeded { resets_at, .. }) => {
-                assert_eq!(resets_at, "2026-11-23T00:00:00Z")
-            }
-            _ => panic!("used up until midnight"),
-        }
-        assert!(spend
-            .reserve(&quotas, &scope("a"), 10, t("2026-11-23T00:00:00Z"))
-            .is_ok());
-    }
-
-    #[test]
-    fn unseeded_counters_refuse_only_where_a_quota_applies() {
-        let spend = Spend::default();
-        let quotas = vec![quota(QuotaSubject::Agent, "a", 100, QuotaWindow::Monthly)];
-        assert!(matches!(
-            spend.reserve(&quotas, &scope("a"), 1, 0),
-            Err(Refusal::NotSeeded)
-        ));
-        assert!(spend.reserve(&quotas, &scope("b"), 1, 0).is_ok());
-        spend.seed([Charge {
-            key: SpendKey {
-                quota_id: "q-a".into(),
-                window_index: 0,
-                caller: String::new(),
-            },
-            micros: 99,
-        }]);
-        assert!(
-            spend.reserve(&quotas, &scope("a"), 2, 0).is_err(),
-            "seeded spend counts"
-        );
-        assert!(spend.reserve(&quotas, &scope("a"), 1, 0).is_ok());
-    }
-
-    #[test]
-    fn per_caller_model_quotas_keep_separate_budgets() {
-        let spend = Spend::default();
-        spend.seed([]);
-        let mut q = (*quota(QuotaSubject::Model, "m", 10, QuotaWindow::Monthly)).clone();
-        q.per_caller = true;
-        let quotas = vec![Arc::new(q)];
-        spend
-            .reserve(&quotas, &scope("a"), 10, 0)
-            .unwrap()
-            .settle(10);
-        assert!(spend.reserve(&quotas, &scope("a"), 1, 0).is_err());
-        assert!(
-            spend.reserve(&quotas, &scope("b"), 10, 0).is_ok(),
-            "b has its own budget"
-        );
-    }
-}
+mod tests;

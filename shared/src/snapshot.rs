@@ -205,26 +205,22 @@ pub struct SnapBundle {
     pub policies: String,
 }
 
-/// One counter of spend: a quota, a window (its index: days or months since 1970, UTC), and
-/// for per-caller quotas the caller (`agent:<id>` or `user:<sub>`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct SpendKey {
-    pub quota_id: String,
-    pub window_index: i64,
-    #[serde(default)]
-    pub caller: String,
-}
-
-/// What a completed call was charged, carried in its `model.call` event's payload
-/// (`charges`); the control plane adds it to its record of spend when it stores the event.
+/// What a completed call was charged on one quota: the quota, the UTC day of the call (days
+/// since 1970-01-01), for per-caller quotas the caller (`agent:<id>` or `user:<sub>`), and the
+/// amount. Carried in the call's `model.call` event (`charges`); the control plane adds it to
+/// its record of spend when it stores the event. Recording the day rather than the quota's
+/// window lets a quota's window change without losing what was spent in it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Charge {
-    #[serde(flatten)]
-    pub key: SpendKey,
+    pub quota_id: String,
+    pub day: i64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub caller: String,
     pub micros: u64,
 }
 
-/// `SyncService/GetSpend`: the recorded spend of the current windows, to seed a gateway.
+/// `SyncService/GetSpend`: the recorded spend of every day of the current month (which holds
+/// today), per quota and caller, to seed a gateway's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GetSpendRequest {
@@ -240,19 +236,38 @@ impl crate::api::WorkspaceScoped for GetSpendRequest {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GetSpendResponse {
+    /// The workspace the deployment token belongs to (shared counters are per workspace).
+    pub workspace_id: String,
     pub spend: Vec<Charge>,
 }
 
-/// The window a time falls in: days since 1970-01-01 UTC, or months since January 1970.
-pub fn window_index(window: crate::api::quotas::QuotaWindow, unix_secs: i64) -> i64 {
+/// The UTC day a time falls in: days since 1970-01-01.
+pub fn day_index(unix_secs: i64) -> i64 {
+    unix_secs.div_euclid(86_400)
+}
+
+/// The window a UTC day falls in: the day itself, or months since January 1970.
+pub fn window_of_day(window: crate::api::quotas::QuotaWindow, day: i64) -> i64 {
     use chrono::Datelike;
     match window {
-        crate::api::quotas::QuotaWindow::Daily => unix_secs.div_euclid(86_400),
+        crate::api::quotas::QuotaWindow::Daily => day,
         crate::api::quotas::QuotaWindow::Monthly => {
-            let t = chrono::DateTime::from_timestamp(unix_secs, 0).unwrap_or_default();
+            let t = chrono::DateTime::from_timestamp(day * 86_400, 0).unwrap_or_default();
             i64::from(t.year() - 1970) * 12 + i64::from(t.month0())
         }
     }
+}
+
+/// The window a time falls in (see `window_of_day`).
+pub fn window_index(window: crate::api::quotas::QuotaWindow, unix_secs: i64) -> i64 {
+    window_of_day(window, day_index(unix_secs))
+}
+
+/// The first UTC day of the month `day` falls in.
+pub fn month_start_day(day: i64) -> i64 {
+    use chrono::Datelike;
+    let t = chrono::DateTime::from_timestamp(day * 86_400, 0).unwrap_or_default();
+    day - i64::from(t.day0())
 }
 
 /// When a window ends (the next one starts), RFC 3339 UTC.
@@ -294,5 +309,13 @@ mod window_tests {
         );
         assert_eq!(window_end(QuotaWindow::Monthly, m), "2027-01-01T00:00:00Z");
         assert_eq!(window_index(QuotaWindow::Monthly, 0), 0);
+        let nov30 = day_index(t("2026-11-30T12:00:00Z"));
+        assert_eq!(month_start_day(nov30), day_index(t("2026-11-01T00:00:00Z")));
+        assert_eq!(
+            month_start_day(nov30 + 1),
+            nov30 + 1,
+            "December 1st starts a month"
+        );
+        assert_eq!(window_of_day(QuotaWindow::Monthly, nov30), m - 1);
     }
 }

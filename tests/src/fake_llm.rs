@@ -28,6 +28,7 @@ struct Behaviour {
     reply: String,
     record: bool,
     chunk_delay_ms: u64,
+    reply_delay_ms: u64,
 }
 
 #[derive(Clone)]
@@ -54,6 +55,7 @@ impl FakeLlm {
                 reply: "Hello from the fake upstream.".into(),
                 record: true,
                 chunk_delay_ms: 0,
+                reply_delay_ms: 0,
             },
         }
     }
@@ -78,6 +80,12 @@ impl FakeLlm {
     /// Waits between streamed chunks.
     pub fn chunk_delay_ms(mut self, ms: u64) -> Self {
         self.behaviour.chunk_delay_ms = ms;
+        self
+    }
+
+    /// Waits this long before answering (whole replies and the start of streams).
+    pub fn reply_delay_ms(mut self, ms: u64) -> Self {
+        self.behaviour.reply_delay_ms = ms;
         self
     }
 
@@ -183,6 +191,9 @@ async fn chat(
             });
     }
     let b = &shared.behaviour;
+    if b.reply_delay_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(b.reply_delay_ms)).await;
+    }
     if b.status != 200 {
         let status = StatusCode::from_u16(b.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let err = json!({"error": {"message": format!("fake upstream failure {}", b.status), "type": "server_error", "param": null, "code": null}});

@@ -89,6 +89,41 @@ impl GatewayProcess {
         }
     }
 
+    /// Waits until the gateway holds the control plane's current snapshot (everything written
+    /// so far has reached it), by the revision in its `/metrics`.
+    pub async fn caught_up(&self, cp: &ControlPlane) {
+        let r = cp
+            .call_as(
+                &self.token,
+                "svc.sync.v1.SyncService",
+                "GetSnapshot",
+                json!({}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let want = r.body["revision"].as_u64().expect("snapshot revision");
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let have = match reqwest::get(format!("{}/metrics", self.url)).await {
+                Ok(r) => r.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            }
+            .lines()
+            .find_map(|l| l.strip_prefix("portcullis_gateway_snapshot_revision "))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(-1);
+            if have >= want as i64 {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "gateway never reached revision {want} (has {have}):\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Kills the gateway and starts it again on the same address and data dir.
     pub async fn restart(&mut self) {
         let listen = self.url.trim_start_matches("http://").to_string();

@@ -21,16 +21,3 @@ CREATE TABLE llm_quotas (
 CREATE UNIQUE INDEX llm_quotas_identity ON llm_quotas
     (workspace_id, subject_type, subject_id, subject_key, pool_id, per_caller, quota_window);
 CREATE INDEX llm_quotas_subject ON llm_quotas (workspace_id, subject_id);
-
--- The record of spend: what completed calls were charged, per quota, window and (for
--- per-caller quotas) caller. Added to as `model.call` events are stored, so it can never count
--- an event twice.
-CREATE TABLE quota_spend (
-    quota_id      TEXT NOT NULL,
-    window_index  BIGINT NOT NULL,
-    caller        TEXT NOT NULL DEFAULT '',
-    workspace_id  TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    spent_micros  BIGINT NOT NULL DEFAULT 0,
-    PRIMARY KEY (quota_id, window_index, caller)
-);
-CREATE INDEX quota_spend_workspace ON quota_spend (workspace_id, window_index);

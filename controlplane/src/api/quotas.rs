@@ -202,8 +202,8 @@ async fn create(ctx: Ctx, req: CreateLLMQuotaRequest) -> ApiResult<QuotaResponse
     Ok(QuotaResponse { quota })
 }
 
-/// `SyncService/GetSpend`: each quota's recorded spend in its current window, for a gateway
-/// to seed its counters with.
+/// `SyncService/GetSpend`: the recorded spend of every day of the current month (so of
+/// today too), per quota and caller, for a gateway to seed its counters with.
 pub fn sync_operations() -> Vec<(&'static str, Operation)> {
     vec![("GetSpend", unary(Access::Deployment, get_spend))]
 }
@@ -212,33 +212,23 @@ async fn get_spend(
     ctx: Ctx,
     _req: portcullis_shared::snapshot::GetSpendRequest,
 ) -> ApiResult<portcullis_shared::snapshot::GetSpendResponse> {
-    use portcullis_shared::snapshot::{window_index, Charge, GetSpendResponse, SpendKey};
-    let ws = ctx.workspace_id().to_string();
+    use portcullis_shared::snapshot::{day_index, month_start_day, Charge, GetSpendResponse};
     let mut conn = ctx.store().read().await?;
-    let windows: std::collections::HashMap<String, QuotaWindow> = quotas::list(&mut conn, &ws)
+    let from = month_start_day(day_index(now_ms() / 1000));
+    let spend = quotas::spend_since(&mut conn, ctx.workspace_id(), from)
         .await?
         .into_iter()
-        .filter_map(|q| QuotaWindow::parse(&q.quota_window).map(|w| (q.id, w)))
-        .collect();
-    let now = now_ms() / 1000;
-    let spend = quotas::spend(&mut conn, &ws)
-        .await?
-        .into_iter()
-        .filter(|(quota_id, index, _, _)| {
-            windows
-                .get(quota_id)
-                .is_some_and(|w| window_index(*w, now) == *index)
-        })
-        .map(|(quota_id, window_index, caller, micros)| Charge {
-            key: SpendKey {
-                quota_id,
-                window_index,
-                caller,
-            },
+        .map(|(quota_id, day, caller, micros)| Charge {
+            quota_id,
+            day,
+            caller,
             micros: u64::try_from(micros).unwrap_or(0),
         })
         .collect();
-    Ok(GetSpendResponse { spend })
+    Ok(GetSpendResponse {
+        workspace_id: ctx.workspace_id().to_string(),
+        spend,
+    })
 }
 
 async fn load(conn: &mut Conn, ws: &str, quota_id: &str) -> ApiResult<quotas::QuotaRow> {

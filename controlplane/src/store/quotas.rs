@@ -144,22 +144,25 @@ pub async fn delete_for(conn: &mut Conn, workspace_id: &str, id: &str) -> Result
     Ok(done.rows_affected())
 }
 
-/// Adds a charge to the record of spend.
+/// Adds charges to the record of spend; a charge for a quota that no longer exists (deleted
+/// while its call's event was on the way) is dropped.
 pub async fn add_spend(
     conn: &mut Conn,
     workspace_id: &str,
     quota_id: &str,
-    window_index: i64,
+    day: i64,
     caller: &str,
     micros: i64,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO quota_spend (quota_id, window_index, caller, workspace_id, spent_micros) \
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (quota_id, window_index, caller) \
+        "INSERT INTO quota_spend (quota_id, day, caller, workspace_id, spent_micros) \
+         SELECT $1, $2, $3, $4, $5 WHERE EXISTS \
+         (SELECT 1 FROM llm_quotas WHERE id = $1 AND workspace_id = $4) \
+         ON CONFLICT (quota_id, day, caller) \
          DO UPDATE SET spent_micros = quota_spend.spent_micros + excluded.spent_micros",
     )
     .bind(quota_id)
-    .bind(window_index)
+    .bind(day)
     .bind(caller)
     .bind(workspace_id)
     .bind(micros)
@@ -168,17 +171,27 @@ pub async fn add_spend(
     Ok(())
 }
 
-/// The recorded spend of the workspace's quotas in windows from `min_index` on (the caller
-/// filters to each quota's current window).
-pub async fn spend(
+/// The recorded spend of the workspace's quotas per (quota, day, caller), from `from_day` on.
+pub async fn spend_since(
     conn: &mut Conn,
     workspace_id: &str,
+    from_day: i64,
 ) -> Result<Vec<(String, i64, String, i64)>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT s.quota_id, s.window_index, s.caller, s.spent_micros FROM quota_spend s \
-         JOIN llm_quotas q ON q.id = s.quota_id WHERE s.workspace_id = $1",
+        "SELECT quota_id, day, caller, spent_micros FROM quota_spend \
+         WHERE workspace_id = $1 AND day >= $2",
     )
     .bind(workspace_id)
+    .bind(from_day)
     .fetch_all(conn)
     .await?)
+}
+
+/// Deletes the record of days before `before_day` (no window reaches back that far).
+pub async fn purge_spend(conn: &mut Conn, before_day: i64) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM quota_spend WHERE day < $1")
+        .bind(before_day)
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected())
 }

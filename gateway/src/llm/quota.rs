@@ -57,9 +57,8 @@ pub async fn reserve<'g>(
         },
         model_id: &model.id,
     };
-    let now = chrono::Utc::now().timestamp();
-    let applicable = spend::applicable(&rc.snap.quotas, &scope, now);
-    if applicable.is_empty() {
+    let applied = spend::applicable(&rc.snap.quotas, &scope, chrono::Utc::now().timestamp());
+    if applied.is_empty() {
         return Ok(None);
     }
     let Some((_, price)) = &model.price else {
@@ -79,13 +78,17 @@ pub async fn reserve<'g>(
             )));
         };
         store
-            .reserve(applicable, worst, rc.request_id, gw.background.clone())
+            .reserve(
+                &rc.snap.workspace_id,
+                applied,
+                worst,
+                rc.request_id,
+                gw.background.clone(),
+            )
             .await
             .map(Held::Shared)
     } else {
-        gw.spend
-            .reserve(&rc.snap.quotas, &scope, worst, now)
-            .map(Held::Memory)
+        gw.spend.reserve(applied, worst).map(Held::Memory)
     };
     match held {
         Ok(h) => Ok(Some(h)),
@@ -127,7 +130,8 @@ pub fn threshold_event(
     rc: &RequestCtx<'_>,
     c: &Crossing,
 ) -> portcullis_shared::audit::AuditEventV1 {
-    let resource = crate::audit::resource("quota", &c.quota.id, &c.quota.name);
+    let q = &c.applied.quota;
+    let resource = crate::audit::resource("quota", &q.id, &q.name);
     let mut e = crate::audit::base(
         rc,
         portcullis_shared::audit::types::QUOTA_THRESHOLD,
@@ -135,14 +139,13 @@ pub fn threshold_event(
         resource,
     );
     e.payload = serde_json::json!({
-        "quota_id": c.quota.id,
+        "quota_id": q.id,
         "percent": c.percent,
         "spent_micros": c.spent,
-        "limit_micros": c.quota.limit_micros,
-        "window": c.quota.window.as_str(),
-        "window_index": c.key.window_index,
-        "caller": c.key.caller,
-        "resets_at": portcullis_shared::snapshot::window_end(c.quota.window, c.key.window_index),
+        "limit_micros": q.limit_micros,
+        "window": q.window.as_str(),
+        "caller": c.applied.caller,
+        "resets_at": c.applied.resets_at(),
     });
     e
 }

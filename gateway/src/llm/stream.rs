@@ -6,6 +6,7 @@ use futures_util::StreamExt;
 use pingora::proxy::Session;
 use serde_json::Value;
 
+use super::upstream::Relayed;
 use crate::error::GatewayError;
 use crate::snapshot::ModelEntry;
 use crate::sse::{self, Events};
@@ -69,8 +70,8 @@ impl UsageFilter {
     }
 }
 
-/// Relays a streamed response and returns the usage it reported. Once the header is written, failures can only end the
-/// stream early; they are logged.
+/// Relays a streamed response and returns the usage it reported. Once the header is written,
+/// failures can only end the stream early; they are logged.
 pub async fn relay(
     gw: &Gateway,
     session: &mut Session,
@@ -79,15 +80,19 @@ pub async fn relay(
     model: &ModelEntry,
     request_id: &str,
     extra: &[(&'static str, &str)],
-) -> Result<Option<Value>, GatewayError> {
+) -> Relayed {
     let mut headers = extra.to_vec();
     headers.push(("cache-control", "no-cache"));
-    let header = respond::header(200, "text/event-stream", None, request_id, &headers)
-        .map_err(|e| GatewayError::Internal(e.to_string()))?;
-    session
-        .write_response_header(header, false)
-        .await
-        .map_err(|e| GatewayError::Internal(e.to_string()))?;
+    let written = match respond::header(200, "text/event-stream", None, request_id, &headers) {
+        Ok(header) => session.write_response_header(header, false).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = written {
+        return Relayed {
+            usage: None,
+            failure: Some(GatewayError::Internal(e.to_string())),
+        };
+    }
     let mut filter = UsageFilter::new(wants_usage);
     let mut body = response.bytes_stream();
     let idle = gw.config.upstream_timeout();
@@ -109,7 +114,10 @@ pub async fn relay(
                 let out = filter.push(&chunk);
                 if !out.is_empty() && session.write_response_body(Some(out), false).await.is_err() {
                     tracing::debug!(request_id, "Caller went away mid-stream.");
-                    return Ok(filter.usage);
+                    return Relayed {
+                        usage: filter.usage,
+                        failure: None,
+                    };
                 }
             }
         }
@@ -119,7 +127,10 @@ pub async fn relay(
     if let Err(e) = session.write_response_body(rest, true).await {
         tracing::debug!(request_id, error = %e, "Could not finish the stream.");
     }
-    Ok(filter.usage)
+    Relayed {
+        usage: filter.usage,
+        failure: None,
+    }
 }
 
 #[cfg(test)]

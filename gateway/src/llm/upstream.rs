@@ -150,28 +150,43 @@ fn scrub(text: &str, secrets: &[String]) -> String {
     })
 }
 
-/// Relays a whole (non-streamed) successful response and returns the usage it reported.
+/// What became of an answer the upstream gave (it accepted the call, so the call is charged
+/// whatever happens next): the usage it reported, and the failure that cut the relay short
+/// (the answer broke off, or the caller went away), if any.
+pub struct Relayed {
+    pub usage: Option<Value>,
+    pub failure: Option<GatewayError>,
+}
+
+/// Relays a whole (non-streamed) successful response.
 pub async fn relay_whole(
     session: &mut Session,
     response: reqwest::Response,
     model: &ModelEntry,
     request_id: &str,
     extra: &[(&'static str, &str)],
-) -> Result<Option<Value>, GatewayError> {
+) -> Relayed {
     let status = response.status().as_u16();
     let content_type = header_text(&response, http::header::CONTENT_TYPE)
         .unwrap_or_else(|| "application/json".into());
-    let body = response.bytes().await.map_err(|_| {
-        GatewayError::Upstream(format!(
-            "model '{}': the response body broke off",
-            model.name
-        ))
-    })?;
+    let body = match response.bytes().await {
+        Ok(body) => body,
+        Err(_) => {
+            return Relayed {
+                usage: None,
+                failure: Some(GatewayError::Upstream(format!(
+                    "model '{}': the response body broke off",
+                    model.name
+                ))),
+            }
+        }
+    };
     let usage = usage_of(&body);
-    respond::bytes(session, status, &content_type, body, request_id, extra)
+    let failure = respond::bytes(session, status, &content_type, body, request_id, extra)
         .await
-        .map_err(|e| GatewayError::Internal(format!("writing the response: {e}")))?;
-    Ok(usage)
+        .err()
+        .map(|e| GatewayError::Internal(format!("writing the response: {e}")));
+    Relayed { usage, failure }
 }
 
 /// The `usage` object of a JSON response, read without building the rest of it.

@@ -1,15 +1,45 @@
-//! Loads the spend counters once at start: first the charges still in this gateway's spool,
-//! then the control plane's record (`SyncService/GetSpend`). Reading the spool first means an
-//! event shipped in between is counted twice (stricter), never not at all.
+//! Loads the spend counters: at start, and again whenever the shared store lost its data.
+//! The counters are the control plane's record (`SyncService/GetSpend`) plus the charges still
+//! in this gateway's spool. Reading the spool first means an event shipped in between is
+//! counted twice (stricter), never not at all. Between loads, counters of ended windows are
+//! forgotten.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use portcullis_shared::snapshot::{GetSpendRequest, GetSpendResponse};
+use portcullis_shared::snapshot::{Charge, GetSpendRequest, GetSpendResponse};
 
 use crate::Gateway;
 
+/// How often counters of ended windows are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
 pub async fn run(gw: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    if !load_until_done(&gw, &mut stop).await {
+        return;
+    }
+    loop {
+        let reseed = async {
+            match gw.shared_spend.get() {
+                Some(store) => store.reseed.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        let reseed = tokio::select! {
+            _ = tokio::time::sleep(PRUNE_EVERY) => false,
+            _ = reseed => true,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        if !reseed {
+            gw.spend.prune(chrono::Utc::now().timestamp());
+        } else if !load_until_done(&gw, &mut stop).await {
+            return;
+        }
+    }
+}
+
+/// Loads the counters, retrying with backoff; false when the gateway stopped first.
+async fn load_until_done(gw: &Gateway, stop: &mut tokio::sync::watch::Receiver<bool>) -> bool {
     let url = format!(
         "{}/svc.sync.v1.SyncService/GetSpend",
         gw.config.control_plane_url.trim_end_matches('/')
@@ -20,68 +50,56 @@ pub async fn run(gw: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>)
         .unwrap_or_default();
     let mut backoff = Duration::from_millis(250);
     loop {
-        let pending = gw.audit.unshipped_charges();
-        let reply = http
-            .post(&url)
-            .bearer_auth(&gw.config.token)
-            .json(&GetSpendRequest::default())
-            .send()
-            .await;
-        let outcome = match reply {
-            Ok(r) if r.status().is_success() => r
-                .json::<GetSpendResponse>()
-                .await
-                .map_err(|e| format!("unreadable reply: {e}")),
-            Ok(r) => Err(format!("control plane answered {}", r.status())),
-            Err(e) => Err(format!("control plane unreachable: {e}")),
-        };
-        let outcome = match (outcome, &gw.config.spend_store) {
-            (Ok(recorded), Some(url)) => shared(&gw, url, recorded, pending).await,
-            (Ok(recorded), None) => {
-                let (n, m) = (recorded.spend.len(), pending.len());
-                gw.spend.seed(recorded.spend.into_iter().chain(pending));
-                tracing::info!(recorded = n, unshipped = m, "Spend counters loaded.");
-                Ok(())
-            }
-            (Err(e), _) => Err(e),
-        };
-        match outcome {
-            Ok(()) => return,
-            Err(why) => {
-                tracing::warn!(
-                    why,
-                    retry_in_ms = backoff.as_millis() as u64,
-                    "Could not load spend counters; calls under a quota wait for them."
-                );
-            }
+        match load(gw, &http, &url).await {
+            Ok(()) => return true,
+            Err(why) => tracing::warn!(
+                why,
+                retry_in_ms = backoff.as_millis() as u64,
+                "Could not load spend counters; calls under a quota wait for them."
+            ),
         }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
-            _ = stop.wait_for(|s| *s) => return,
+            _ = stop.wait_for(|s| *s) => return false,
         }
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 
-/// Connects the shared store (once) and fills the counters it lacks.
-async fn shared(
-    gw: &Gateway,
-    url: &str,
-    recorded: GetSpendResponse,
-    pending: Vec<portcullis_shared::snapshot::Charge>,
-) -> Result<(), String> {
-    let store = match gw.shared_spend.get() {
-        Some(s) => s.clone(),
-        None => {
-            let s = Arc::new(super::shared::SharedSpend::connect(url).await?);
-            let _ = gw.shared_spend.set(s.clone());
-            s
+async fn load(gw: &Gateway, http: &reqwest::Client, url: &str) -> Result<(), String> {
+    let pending = gw.audit.unshipped_charges();
+    let reply = http
+        .post(url)
+        .bearer_auth(&gw.config.token)
+        .json(&GetSpendRequest::default())
+        .send()
+        .await
+        .map_err(|e| format!("control plane unreachable: {e}"))?;
+    if !reply.status().is_success() {
+        return Err(format!("control plane answered {}", reply.status()));
+    }
+    let recorded: GetSpendResponse = reply
+        .json()
+        .await
+        .map_err(|e| format!("unreadable reply: {e}"))?;
+    let (n, m) = (recorded.spend.len(), pending.len());
+    let charges: Vec<Charge> = recorded.spend.into_iter().chain(pending).collect();
+    match &gw.config.spend_store {
+        Some(url) => {
+            let store = match gw.shared_spend.get() {
+                Some(s) => s.clone(),
+                None => {
+                    let s = Arc::new(super::shared::SharedSpend::connect(url).await?);
+                    gw.shared_spend.get_or_init(|| s).clone()
+                }
+            };
+            store.seed(&recorded.workspace_id, charges).await?;
+            tracing::info!(recorded = n, unshipped = m, "Shared spend counters ready.");
         }
-    };
-    let n = recorded.spend.len();
-    store
-        .seed(recorded.spend.into_iter().chain(pending).collect())
-        .await?;
-    tracing::info!(recorded = n, "Shared spend counters ready.");
+        None => {
+            gw.spend.seed(charges);
+            tracing::info!(recorded = n, unshipped = m, "Spend counters loaded.");
+        }
+    }
     Ok(())
 }

@@ -1,44 +1,59 @@
 //! Spend counters shared by several gateway replicas in Redis (`--spend-store redis://…`).
-//! Each counter is a hash `portcullis:spend:<quota>:<window index>:<caller>` with `spent` and
-//! `reserved`; a reservation is a hash `portcullis:res:<request id>` of counter → amount. Two
-//! Lua scripts make reserve (check every quota, then hold on all) and settle (move the hold to
-//! spent, once: a settle of a reservation already settled does nothing) atomic. When Redis
-//! cannot be reached, calls a quota applies to are refused: quotas fail closed.
+//! Each counter is a hash `portcullis:spend:<quota>:<d|m><window index>:<caller>` with `spent`
+//! and `reserved`; a reservation is a hash `portcullis:res:<request id>:<n>` of counter → amount.
+//! Two Lua scripts make reserve (check every quota, then hold on all) and settle (move the hold
+//! to spent, once: a settle of a reservation already settled does nothing) atomic.
+//!
+//! Seeding fills only counters Redis lacks (`HSETNX`), then sets the workspace's ready marker;
+//! reserve refuses while the marker is missing, so a Redis that lost its data (restarted
+//! without persistence, flushed) is re-seeded from the control plane's record before any call
+//! is let through, instead of counting from zero. When Redis cannot be reached, calls a quota
+//! applies to are refused: quotas fail closed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use portcullis_shared::snapshot::{window_end, Charge, SpendKey};
+use portcullis_shared::api::quotas::QuotaWindow;
+use portcullis_shared::snapshot::Charge;
 use redis::aio::ConnectionManager;
 
-use super::{Crossing, QuotaEntry, Refusal, THRESHOLDS};
+use super::{counters_of, Applied, CounterKey, Crossing, Refusal};
 
 /// Counters outlive their window by this long (for reports), then expire.
 const COUNTER_TTL_SECS: u64 = 40 * 86_400;
 /// A reservation a crashed replica never settled stops mattering after this.
 const RESERVATION_TTL_SECS: u64 = 3_600;
 
+/// KEYS: the ready marker, the reservation, then per quota its enforced counter and its other
+/// one. ARGV: the amount, the counter TTL, the reservation TTL, then each quota's limit.
+/// Returns {-1, 0} when the store is not seeded, {i, spent} when quota i has no room, else {0, 0}.
 const RESERVE: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {-1, 0}
+end
 local worst = tonumber(ARGV[1])
-local n = #KEYS - 1
+local n = (#KEYS - 2) / 2
 for i = 1, n do
-  local spent = tonumber(redis.call('HGET', KEYS[i], 'spent') or '0')
-  local reserved = tonumber(redis.call('HGET', KEYS[i], 'reserved') or '0')
-  if spent + reserved + worst > tonumber(ARGV[i + 1]) then
+  local key = KEYS[1 + 2 * i]
+  local spent = tonumber(redis.call('HGET', key, 'spent') or '0')
+  local reserved = tonumber(redis.call('HGET', key, 'reserved') or '0')
+  if spent + reserved + worst > tonumber(ARGV[3 + i]) then
     return {i, spent}
   end
 end
-local res = KEYS[n + 1]
-for i = 1, n do
-  redis.call('HINCRBY', KEYS[i], 'reserved', worst)
-  redis.call('EXPIRE', KEYS[i], tonumber(ARGV[n + 2]))
-  redis.call('HSET', res, KEYS[i], worst)
+local res = KEYS[2]
+for k = 3, #KEYS do
+  redis.call('HINCRBY', KEYS[k], 'reserved', worst)
+  redis.call('EXPIRE', KEYS[k], tonumber(ARGV[2]))
+  redis.call('HSET', res, KEYS[k], worst)
 end
-redis.call('EXPIRE', res, tonumber(ARGV[n + 3]))
+redis.call('EXPIRE', res, tonumber(ARGV[3]))
 return {0, 0}
 "#;
 
 /// KEYS: the reservation, then its counters. ARGV: the metered cost, `settle` or `release`.
+/// Returns each counter's spend after, or nil when the reservation is gone (settled already,
+/// expired, or lost with the store's data).
 const SETTLE: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
@@ -61,22 +76,34 @@ pub struct SharedSpend {
     conn: ConnectionManager,
     reserve: redis::Script,
     settle: redis::Script,
+    /// Set once this replica has seeded; cleared when the store says it lost its data.
     seeded: AtomicBool,
+    /// Wakes the seeding task when the store needs seeding again.
+    pub reseed: tokio::sync::Notify,
+    /// Tells apart the reservations of one request (one per pool member tried).
+    attempts: AtomicU64,
 }
 
-fn counter_key(k: &SpendKey) -> String {
+fn counter_key(k: &CounterKey) -> String {
+    let w = match k.window {
+        QuotaWindow::Daily => 'd',
+        QuotaWindow::Monthly => 'm',
+    };
     format!(
-        "portcullis:spend:{}:{}:{}",
-        k.quota_id, k.window_index, k.caller
+        "portcullis:spend:{}:{w}{}:{}",
+        k.quota_id, k.index, k.caller
     )
+}
+
+fn ready_key(workspace_id: &str) -> String {
+    format!("portcullis:spend:ready:{workspace_id}")
 }
 
 /// A hold in Redis; settle it, or dropping it releases it (in the background).
 pub struct SharedHeld {
     store: Arc<SharedSpend>,
     res_key: String,
-    keys: Vec<SpendKey>,
-    quotas: Vec<Arc<QuotaEntry>>,
+    applied: Vec<Applied>,
     worst: u64,
     done: bool,
     background: tokio::runtime::Handle,
@@ -94,6 +121,8 @@ impl SharedSpend {
             reserve: redis::Script::new(RESERVE),
             settle: redis::Script::new(SETTLE),
             seeded: AtomicBool::new(false),
+            reseed: tokio::sync::Notify::new(),
+            attempts: AtomicU64::new(0),
         })
     }
 
@@ -101,32 +130,30 @@ impl SharedSpend {
         self.seeded.load(Ordering::Acquire)
     }
 
-    /// Fills counters that Redis does not hold yet (a fresh or flushed store) from the
-    /// control plane's record; counters it holds are left alone, so seeding never counts a
-    /// charge twice.
-    pub async fn seed(&self, charges: Vec<Charge>) -> Result<(), String> {
-        let mut sums: std::collections::HashMap<SpendKey, u64> = Default::default();
-        for c in charges {
-            *sums.entry(c.key).or_default() += c.micros;
+    /// Fills counters that Redis does not hold yet (a fresh or emptied store) from the control
+    /// plane's record, then marks the workspace's counters ready. Counters it holds are left
+    /// alone, so seeding never counts a charge twice.
+    pub async fn seed(&self, workspace_id: &str, charges: Vec<Charge>) -> Result<(), String> {
+        let mut pipe = redis::pipe();
+        for (key, micros) in counters_of(charges) {
+            let k = counter_key(&key);
+            pipe.cmd("HSETNX").arg(&k).arg("spent").arg(micros).ignore();
+            pipe.cmd("EXPIRE").arg(&k).arg(COUNTER_TTL_SECS).ignore();
         }
+        pipe.cmd("SET").arg(ready_key(workspace_id)).arg(1).ignore();
         let mut conn = self.conn.clone();
-        for (key, micros) in sums {
-            let _: bool = redis::cmd("HSETNX")
-                .arg(counter_key(&key))
-                .arg("spent")
-                .arg(micros)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| format!("seeding the spend store: {e}"))?;
-        }
+        pipe.query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| format!("seeding the spend store: {e}"))?;
         self.seeded.store(true, Ordering::Release);
         Ok(())
     }
 
-    /// Reserves `worst` on every counter, all or none.
+    /// Reserves `worst` on every counter of every applicable quota, all or none.
     pub async fn reserve(
         self: &Arc<Self>,
-        applicable: Vec<(Arc<QuotaEntry>, SpendKey)>,
+        workspace_id: &str,
+        applied: Vec<Applied>,
         worst: u64,
         request_id: &str,
         background: tokio::runtime::Handle,
@@ -134,41 +161,44 @@ impl SharedSpend {
         if !self.seeded() {
             return Err(Refusal::NotSeeded);
         }
-        let res_key = format!("portcullis:res:{request_id}");
+        // A request that fails over reserves again while its first hold is being released in
+        // the background: each hold has its own key.
+        let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
+        let res_key = format!("portcullis:res:{request_id}:{attempt}");
         let mut invocation = self.reserve.prepare_invoke();
-        for (_, key) in &applicable {
-            invocation.key(counter_key(key));
+        invocation.key(ready_key(workspace_id)).key(&res_key);
+        for key in applied.iter().flat_map(Applied::keys) {
+            invocation.key(counter_key(&key));
         }
-        invocation.key(&res_key);
-        invocation.arg(worst);
-        for (q, _) in &applicable {
-            invocation.arg(q.limit_micros);
+        invocation
+            .arg(worst)
+            .arg(COUNTER_TTL_SECS)
+            .arg(RESERVATION_TTL_SECS);
+        for a in &applied {
+            invocation.arg(a.quota.limit_micros);
         }
-        invocation.arg(COUNTER_TTL_SECS).arg(RESERVATION_TTL_SECS);
         let mut conn = self.conn.clone();
-        let (failed, spent): (usize, u64) = invocation
+        let (failed, spent): (i64, u64) = invocation
             .invoke_async(&mut conn)
             .await
             .map_err(|e| Refusal::StoreDown(format!("the shared spend store failed: {e}")))?;
-        if failed > 0 {
-            let (q, key) = &applicable[failed - 1];
-            return Err(Refusal::Exceeded {
-                quota: Box::new(QuotaEntry::clone(q)),
-                spent,
-                resets_at: window_end(q.window, key.window_index),
-                model_only: q.subject == portcullis_shared::api::quotas::QuotaSubject::Model,
-            });
+        match usize::try_from(failed) {
+            Err(_) => {
+                tracing::warn!("The shared spend store has no counters for this workspace (restarted or emptied); seeding it again from the control plane's record.");
+                self.seeded.store(false, Ordering::Release);
+                self.reseed.notify_one();
+                Err(Refusal::NotSeeded)
+            }
+            Ok(0) => Ok(SharedHeld {
+                store: self.clone(),
+                res_key,
+                applied,
+                worst,
+                done: false,
+                background,
+            }),
+            Ok(i) => Err(applied[i - 1].refusal(spent)),
         }
-        let (quotas, keys) = applicable.into_iter().unzip();
-        Ok(SharedHeld {
-            store: self.clone(),
-            res_key,
-            keys,
-            quotas,
-            worst,
-            done: false,
-            background,
-        })
     }
 }
 
@@ -180,14 +210,14 @@ impl SharedHeld {
     async fn finish(
         store: &SharedSpend,
         res_key: &str,
-        keys: &[SpendKey],
+        applied: &[Applied],
         actual: u64,
         mode: &str,
     ) -> Result<Option<Vec<u64>>, redis::RedisError> {
         let mut invocation = store.settle.prepare_invoke();
         invocation.key(res_key);
-        for k in keys {
-            invocation.key(counter_key(k));
+        for key in applied.iter().flat_map(Applied::keys) {
+            invocation.key(counter_key(&key));
         }
         invocation.arg(actual).arg(mode);
         let mut conn = store.conn.clone();
@@ -198,39 +228,23 @@ impl SharedHeld {
     /// thresholds crossed.
     pub async fn settle(mut self, actual: u64) -> (Vec<Charge>, Vec<Crossing>) {
         self.done = true;
-        let after = match Self::finish(&self.store, &self.res_key, &self.keys, actual, "settle")
+        let after = match Self::finish(&self.store, &self.res_key, &self.applied, actual, "settle")
             .await
         {
             Ok(after) => after.unwrap_or_default(),
             Err(e) => {
-                tracing::error!(error = %e, "Could not settle a call in the shared spend store; its reservation stays held until it expires.");
+                tracing::error!(error = %e, "Could not settle a call in the shared spend store; its reservation stays held until it expires, and the charge reaches the record with the call's event.");
                 Vec::new()
             }
         };
-        let mut crossings = Vec::new();
-        for ((key, quota), spent) in self.keys.iter().zip(&self.quotas).zip(&after) {
-            let before = spent.saturating_sub(actual);
-            let limit = u128::from(quota.limit_micros);
-            for percent in THRESHOLDS {
-                let line = limit * u128::from(percent);
-                if u128::from(before) * 100 < line && u128::from(*spent) * 100 >= line {
-                    crossings.push(Crossing {
-                        quota: quota.clone(),
-                        percent,
-                        spent: *spent,
-                        key: key.clone(),
-                    });
-                }
-            }
-        }
-        let charges = self
-            .keys
+        // Two counters per quota, the enforced one first.
+        let crossings = self
+            .applied
             .iter()
-            .map(|k| Charge {
-                key: k.clone(),
-                micros: actual,
-            })
+            .zip(after.chunks(2))
+            .flat_map(|(a, spent)| a.crossings(spent[0], actual))
             .collect();
+        let charges = self.applied.iter().map(|a| a.charge(actual)).collect();
         (charges, crossings)
     }
 }
@@ -240,13 +254,13 @@ impl Drop for SharedHeld {
         if self.done {
             return;
         }
-        let (store, res_key, keys) = (
+        let (store, res_key, applied) = (
             self.store.clone(),
-            self.res_key.clone(),
-            std::mem::take(&mut self.keys),
+            std::mem::take(&mut self.res_key),
+            std::mem::take(&mut self.applied),
         );
         self.background.spawn(async move {
-            if let Err(e) = SharedHeld::finish(&store, &res_key, &keys, 0, "release").await {
+            if let Err(e) = SharedHeld::finish(&store, &res_key, &applied, 0, "release").await {
                 tracing::warn!(error = %e, "Could not release a reservation in the shared spend store; it expires by itself.");
             }
         });

@@ -10,6 +10,8 @@ use portcullis_shared::audit::{PayloadFilter, QueryEventsRequest};
 use portcullis_tests::controlplane::{AGENTS, MGMT};
 use serde_json::{json, Value};
 
+use portcullis_tests::FakeLlm;
+
 use crate::world::{model, world, World};
 
 /// The fake upstream reports 9 prompt and 12 completion tokens; at gpt-4o-mini's $0.15 and
@@ -432,6 +434,58 @@ async fn two_replicas_sharing_redis_never_exceed_a_quota_and_fail_closed_without
         "every allowed call is charged: {spent}"
     );
 
+    // The store loses its data (a restart without persistence, a flush): the replicas seed it
+    // again from the control plane's record before letting a call through, rather than
+    // counting from zero.
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let ready = format!("portcullis:spend:ready:{}", w.cp.workspace_id);
+    let mut lost: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("portcullis:spend:{q}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!lost.is_empty(), "the counters are in Redis");
+    lost.push(ready.clone());
+    let _: () = redis::cmd("DEL")
+        .arg(&lost)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut statuses = Vec::new();
+    for i in 0..200 {
+        let status = client
+            .post(&urls[i % 2])
+            .bearer_auth(&w.key)
+            .json(&body("gpt", false))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        statuses.push(status);
+        if status == 429 && statuses.iter().filter(|s| **s == 429).count() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(
+        statuses.iter().all(|s| *s == 503 || *s == 429),
+        "after the store lost its counters, calls waited for the reseed and were refused as \
+         before, never let through: {statuses:?}\n{}",
+        a.logs()
+    );
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    let reseeded: bool = redis::cmd("EXISTS")
+        .arg(&ready)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(reseeded, "the store is marked seeded again");
+
     // A replica whose shared store is unreachable refuses quota-bound calls.
     let down = portcullis_tests::GatewayProcess::start_with(
         &w.cp,
@@ -451,4 +505,122 @@ async fn two_replicas_sharing_redis_never_exceed_a_quota_and_fail_closed_without
     assert_eq!(r.status().as_u16(), 503);
     let b: Value = r.json().await.unwrap();
     assert_eq!(b["error"]["code"], "quota_unavailable", "{b}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend() {
+    let w = world().await;
+    let cp = &w.cp;
+    let slow_fake = FakeLlm::openai()
+        .reply_delay_ms(800)
+        .chunk_delay_ms(150)
+        .start()
+        .await;
+    let slow = model(cp, "slow", &slow_fake.base_url()).await;
+    cp.ok(
+        MGMT,
+        "AddGatewayModel",
+        cp.body(json!({"gateway_id": w.gateway_id, "connection_id": slow})),
+    )
+    .await;
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "bot", "allowed_direct_model_names": ["gpt", "slow"]})),
+    )
+    .await;
+    let agent = agent_id(&w).await;
+    let q = quota(
+        &w,
+        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": 1_000_000}),
+    )
+    .await;
+    w.gw.caught_up(cp).await;
+    let settled = |want: u64| {
+        let (w, q) = (&w, &q);
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            loop {
+                let spent = recorded(w, q).await;
+                if spent >= want {
+                    return spent;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "recorded {spent}, expected at least {want}:\n{}",
+                    w.gw.logs()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(w.chat("gpt").await.status, 200);
+    }
+    assert_eq!(settled(3 * CALL_MICROS).await, 3 * CALL_MICROS);
+
+    // The caller gives up before the upstream answers: the upstream still did the work, and
+    // the call is charged its metered usage.
+    let url = format!("{}/v1/chat/completions", w.gw.gateway_url(&w.gateway_id));
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let gave_up = impatient
+        .post(&url)
+        .bearer_auth(&w.key)
+        .json(&body("slow", false))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the caller timed out");
+    assert_eq!(settled(4 * CALL_MICROS).await, 4 * CALL_MICROS);
+
+    // A streamed call the caller leaves after the first event: charged too (its usage, or
+    // its worst case when the usage event never came).
+    let mut stream = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(&w.key)
+        .json(&body("slow", true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(stream.chunk().await.unwrap().is_some());
+    drop(stream);
+    let spent = settled(5 * CALL_MICROS).await;
+
+    // The admin turns the monthly quota into a daily one of exactly what was spent today: the
+    // day's spend counts in the new window, so the next call is refused.
+    cp.ok(
+        MGMT,
+        "UpdateLLMQuota",
+        cp.body(json!({"quota_id": q, "window": "daily", "limit_micros": spent})),
+    )
+    .await;
+    w.gw.caught_up(cp).await;
+    let r = w
+        .chat_as(Some(&w.key), &w.gateway_id, body("gpt", false))
+        .await;
+    assert_eq!(r.status, 429, "{}", r.text);
+    assert_eq!(r.body["error"]["quota_id"], q);
+    let today = portcullis_shared::snapshot::day_index(chrono::Utc::now().timestamp());
+    assert_eq!(
+        r.body["error"]["resets_at"],
+        portcullis_shared::snapshot::window_end(
+            portcullis_shared::api::quotas::QuotaWindow::Daily,
+            today
+        ),
+        "a daily window resets at the next UTC midnight"
+    );
+    cp.ok(
+        MGMT,
+        "UpdateLLMQuota",
+        cp.body(json!({"quota_id": q, "limit_micros": spent + 1000})),
+    )
+    .await;
+    w.gw.caught_up(cp).await;
+    let r = w
+        .chat_as(Some(&w.key), &w.gateway_id, body("gpt", false))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
 }
