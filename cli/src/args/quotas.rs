@@ -57,7 +57,11 @@ pub enum QuotaCmd {
         disable: bool,
     },
     /// List quotas, disabled ones included.
-    List,
+    List {
+        /// Only the quotas of this gateway (name or id).
+        #[arg(long)]
+        gateway: Option<String>,
+    },
     /// Delete a quota.
     Delete { quota_id: String },
 }

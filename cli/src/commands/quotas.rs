@@ -123,9 +123,20 @@ pub async fn run(ctx: &Ctx, cmd: QuotaCmd) -> anyhow::Result<()> {
             let reply: Reply<QuotaResponse> = ctx.send(MGMT, "UpdateLLMQuota", &req).await?;
             ctx.print(&reply, |r| show(&r.quota));
         }
-        QuotaCmd::List => {
-            let req = ListLLMQuotasRequest { workspace_id };
-            let reply: Reply<ListLLMQuotasResponse> = ctx.send(MGMT, "ListLLMQuotas", &req).await?;
+        QuotaCmd::List { gateway } => {
+            let reply: Reply<ListLLMQuotasResponse> = match gateway.as_deref() {
+                None => {
+                    let req = ListLLMQuotasRequest { workspace_id };
+                    ctx.send(MGMT, "ListLLMQuotas", &req).await?
+                }
+                Some(g) => {
+                    let req = ListGatewayQuotasRequest {
+                        workspace_id,
+                        gateway_id: Some(ctx.resolve(Kind::Gateway, g).await?),
+                    };
+                    ctx.send(MGMT, "ListGatewayQuotas", &req).await?
+                }
+            };
             ctx.print(&reply, |r| {
                 let rows = r
                     .quotas

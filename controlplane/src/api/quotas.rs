@@ -1,6 +1,9 @@
-//! LLM spend quotas: `CreateLLMQuota`, `UpdateLLMQuota`, `ListLLMQuotas`, `DeleteLLMQuota`.
-//! A quota's subject (type, id or key, pool scope, per-caller flag) is fixed at create and,
-//! with its window, unique in the workspace. Free-plan workspaces may create none.
+//! LLM spend quotas: `CreateLLMQuota`, `UpdateLLMQuota`, `ListLLMQuotas`, `DeleteLLMQuota`,
+//! and the gateway variants (`SetGatewayQuota`, `UpdateGatewayQuota`, `ListGatewayQuotas`,
+//! `RemoveGatewayQuota`, what the MCP tools `svc_gateway_quota_*` call), which touch gateway
+//! quotas only and refuse the ids of other quotas. A quota's subject (type, id or key, pool
+//! scope, per-caller flag) is fixed at create and, with its window, unique in the workspace.
+//! Free-plan workspaces may create none.
 
 use portcullis_shared::api::quotas::*;
 use portcullis_shared::api::workspace::Permission;
@@ -19,6 +22,10 @@ pub fn operations() -> Vec<(&'static str, Operation)> {
         ("UpdateLLMQuota", unary(manage, update)),
         ("ListLLMQuotas", unary(view, list)),
         ("DeleteLLMQuota", unary(manage, delete)),
+        ("SetGatewayQuota", unary(manage, set_gateway)),
+        ("UpdateGatewayQuota", unary(manage, update_gateway)),
+        ("ListGatewayQuotas", unary(view, list_gateway)),
+        ("RemoveGatewayQuota", unary(manage, remove_gateway)),
     ]
 }
 
@@ -231,14 +238,36 @@ async fn get_spend(
     })
 }
 
-async fn load(conn: &mut Conn, ws: &str, quota_id: &str) -> ApiResult<quotas::QuotaRow> {
+/// Loads a quota; `only` refuses quotas of other subjects (the gateway variants).
+async fn load(
+    conn: &mut Conn,
+    ws: &str,
+    quota_id: &str,
+    only: Option<QuotaSubject>,
+) -> ApiResult<quotas::QuotaRow> {
     let id = validate::id("quota_id", quota_id)?;
-    quotas::get(conn, ws, &id)
+    let row = quotas::get(conn, ws, &id)
         .await?
-        .ok_or_else(|| not_found("quota", &id))
+        .ok_or_else(|| not_found("quota", &id))?;
+    match only {
+        Some(want) if row.subject_type != want.as_str() => Err(invalid(format!(
+            "quota_id {id} is not a {} quota (its subject is {}); use the LLM quota operations for it",
+            want.as_str(),
+            row.subject_type
+        ))),
+        _ => Ok(row),
+    }
 }
 
 async fn update(ctx: Ctx, req: UpdateLLMQuotaRequest) -> ApiResult<QuotaResponse> {
+    update_only(ctx, req, None).await
+}
+
+async fn update_only(
+    ctx: Ctx,
+    req: UpdateLLMQuotaRequest,
+    only: Option<QuotaSubject>,
+) -> ApiResult<QuotaResponse> {
     let fixed = [
         ("subject_type", req.subject_type.is_some()),
         ("subject_id", req.subject_id.is_some()),
@@ -254,7 +283,7 @@ async fn update(ctx: Ctx, req: UpdateLLMQuotaRequest) -> ApiResult<QuotaResponse
     }
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
-    let mut row = load(tx.conn(), &ws, &req.quota_id).await?;
+    let mut row = load(tx.conn(), &ws, &req.quota_id, only).await?;
     if let Some(name) = req.name.as_deref() {
         row.name = check_name(Some(name))?;
     }
@@ -292,11 +321,66 @@ async fn list(ctx: Ctx, _req: ListLLMQuotasRequest) -> ApiResult<ListLLMQuotasRe
 }
 
 async fn delete(ctx: Ctx, req: DeleteLLMQuotaRequest) -> ApiResult<Empty> {
+    delete_only(ctx, req, None).await
+}
+
+async fn delete_only(
+    ctx: Ctx,
+    req: DeleteLLMQuotaRequest,
+    only: Option<QuotaSubject>,
+) -> ApiResult<Empty> {
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
-    let row = load(tx.conn(), &ws, &req.quota_id).await?;
+    let row = load(tx.conn(), &ws, &req.quota_id, only).await?;
     quotas::delete(tx.conn(), &ws, &row.id).await?;
     tx.commit().await?;
     tracing::info!(quota_id = %row.id, "Quota deleted.");
     Ok(Empty {})
+}
+
+async fn set_gateway(ctx: Ctx, req: SetGatewayQuotaRequest) -> ApiResult<QuotaResponse> {
+    let req = CreateLLMQuotaRequest {
+        workspace_id: req.workspace_id,
+        subject_type: QuotaSubject::Gateway,
+        subject_id: Some(req.gateway_id),
+        limit_micros: req.limit_micros,
+        window: req.window,
+        name: req.name,
+        disabled: req.disabled,
+        ..Default::default()
+    };
+    create(ctx, req).await
+}
+
+async fn update_gateway(ctx: Ctx, req: UpdateLLMQuotaRequest) -> ApiResult<QuotaResponse> {
+    update_only(ctx, req, Some(QuotaSubject::Gateway)).await
+}
+
+async fn remove_gateway(ctx: Ctx, req: DeleteLLMQuotaRequest) -> ApiResult<Empty> {
+    delete_only(ctx, req, Some(QuotaSubject::Gateway)).await
+}
+
+async fn list_gateway(ctx: Ctx, req: ListGatewayQuotasRequest) -> ApiResult<ListLLMQuotasResponse> {
+    let gateway = match req.gateway_id.as_deref() {
+        Some(raw) => Some(validate::id("gateway_id", raw)?),
+        None => None,
+    };
+    let mut conn = ctx.store().read().await?;
+    if let Some(id) = &gateway {
+        if gateways::get(&mut conn, ctx.workspace_id(), id)
+            .await?
+            .is_none()
+        {
+            return Err(not_found("gateway", id));
+        }
+    }
+    let rows = quotas::list(&mut conn, ctx.workspace_id()).await?;
+    Ok(ListLLMQuotasResponse {
+        quotas: rows
+            .iter()
+            .filter(|q| q.subject_type == QuotaSubject::Gateway.as_str())
+            .filter(|q| gateway.as_ref().is_none_or(|g| *g == q.subject_id))
+            .map(views::quota)
+            .collect(),
+    })
 }

@@ -176,7 +176,37 @@ pub struct ListLLMQuotasResponse {
     pub quotas: Vec<LLMQuota>,
 }
 
+/// `SetGatewayQuota` (the MCP tool `svc_gateway_quota_set`): a spend quota on one gateway.
+/// The gateway variants (`UpdateGatewayQuota`, `ListGatewayQuotas`, `RemoveGatewayQuota`) take
+/// the LLM-quota requests and refuse quota ids of other subjects.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetGatewayQuotaRequest {
+    pub workspace_id: String,
+    pub gateway_id: String,
+    pub limit_micros: u64,
+    /// Default `monthly`.
+    #[serde(default)]
+    pub window: Option<QuotaWindow>,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Create without enforcing (`enabled=false`).
+    #[serde(default)]
+    pub disabled: Option<bool>,
+}
+
+/// `ListGatewayQuotas`: the gateway quotas of the workspace, or of one gateway.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListGatewayQuotasRequest {
+    pub workspace_id: String,
+    #[serde(default, deserialize_with = "empty_as_none")]
+    pub gateway_id: Option<String>,
+}
+
 scoped!(
+    SetGatewayQuotaRequest,
+    ListGatewayQuotasRequest,
     CreateLLMQuotaRequest,
     UpdateLLMQuotaRequest,
     ListLLMQuotasRequest,

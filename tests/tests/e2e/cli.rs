@@ -252,6 +252,26 @@ async fn quick_start_with_portcullis_up() {
         out.contains(&qid) && out.contains("agent ") && out.contains("daily"),
         "{out}"
     );
+    // A gateway's quotas only.
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &[
+            "quota",
+            "create",
+            "--subject",
+            "gateway",
+            "--gateway",
+            "default",
+            "--limit",
+            "50",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = cli(dir.path(), &env, &["quota", "list", "--gateway", "default"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("$50.00") && !out.contains(&qid), "{out}");
     let (code, _, err) = cli(
         dir.path(),
         &env,

@@ -13,7 +13,8 @@ on_both_backends!(
     one_quota_per_subject_and_window,
     updates_keep_omitted_fields_and_never_move_the_subject,
     delete_and_cascades,
-    the_free_plan_creates_none
+    the_free_plan_creates_none,
+    gateway_variants_touch_gateway_quotas_only
 );
 
 struct Ids {
@@ -456,4 +457,140 @@ async fn the_free_plan_creates_none(cp: &ControlPlane) {
     cp.ok(MGMT, "UpdateWorkspace", cp.body(json!({"plan": "pro"})))
         .await;
     create(cp, json!({"subject_type": "workspace", "limit_micros": 1})).await;
+}
+
+/// The gateway variants (what the MCP tools `svc_gateway_quota_*` call) create gateway quotas
+/// and refuse the ids of any other quota, changing nothing.
+async fn gateway_variants_touch_gateway_quotas_only(cp: &ControlPlane) {
+    let i = ids(cp).await;
+    let other_gateway = cp
+        .ok(MGMT, "CreateGateway", cp.body(json!({"name": "edge"})))
+        .await["gateway"]["gateway_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let set = cp
+        .ok(
+            MGMT,
+            "SetGatewayQuota",
+            cp.body(json!({"gateway_id": i.gateway, "limit_micros": 9_000_000, "window": "daily", "name": "edge spend"})),
+        )
+        .await["quota"]
+        .clone();
+    assert_eq!(
+        (
+            set["subject_type"].as_str(),
+            set["subject_id"].as_str(),
+            set["window"].as_str(),
+            set["enabled"].as_bool()
+        ),
+        (
+            Some("gateway"),
+            Some(i.gateway.as_str()),
+            Some("daily"),
+            Some(true)
+        )
+    );
+    let gw_quota = set["quota_id"].as_str().unwrap().to_string();
+    cp.call(
+        MGMT,
+        "SetGatewayQuota",
+        cp.body(json!({"gateway_id": i.gateway, "limit_micros": 1, "window": "daily"})),
+    )
+    .await
+    .expect_error("already_exists", 409);
+    cp.call(
+        MGMT,
+        "SetGatewayQuota",
+        cp.body(json!({"gateway_id": uuid::Uuid::new_v4().to_string(), "limit_micros": 1})),
+    )
+    .await
+    .expect_error("not_found", 404);
+    cp.ok(
+        MGMT,
+        "SetGatewayQuota",
+        cp.body(json!({"gateway_id": other_gateway, "limit_micros": 5, "disabled": true})),
+    )
+    .await;
+    let agent_quota = create(
+        cp,
+        json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 10}),
+    )
+    .await["quota_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Another subject's id: refused by update and remove, naming the field; nothing changes.
+    for (op, body) in [
+        (
+            "UpdateGatewayQuota",
+            json!({"quota_id": agent_quota, "limit_micros": 1}),
+        ),
+        ("RemoveGatewayQuota", json!({"quota_id": agent_quota})),
+    ] {
+        let r = cp.call(MGMT, op, cp.body(body)).await;
+        r.expect_error("invalid_argument", 400);
+        assert!(
+            r.message().contains("quota_id") && r.message().contains("not a gateway quota"),
+            "{op}: {}",
+            r.message()
+        );
+    }
+    let agent_row = list(cp)
+        .await
+        .into_iter()
+        .find(|q| q["quota_id"] == agent_quota.as_str())
+        .expect("the agent quota is still there");
+    assert_eq!(agent_row["limit_micros"], 10, "unchanged");
+
+    // Its own quotas: updated (omitted fields keep) and removed.
+    let u = cp
+        .ok(
+            MGMT,
+            "UpdateGatewayQuota",
+            cp.body(json!({"quota_id": gw_quota, "limit_micros": 7_000_000})),
+        )
+        .await["quota"]
+        .clone();
+    assert_eq!(
+        (
+            u["limit_micros"].as_u64(),
+            u["window"].as_str(),
+            u["name"].as_str()
+        ),
+        (Some(7_000_000), Some("daily"), Some("edge spend"))
+    );
+    let listed = |gateway: Option<&str>| {
+        let body = match gateway {
+            Some(g) => json!({"gateway_id": g}),
+            None => json!({}),
+        };
+        async move {
+            cp.ok(MGMT, "ListGatewayQuotas", cp.body(body)).await["quotas"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| q["quota_id"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed(None).await.len(),
+        2,
+        "gateway quotas only, disabled included"
+    );
+    assert_eq!(listed(Some(&i.gateway)).await, [gw_quota.clone()]);
+    cp.ok(
+        MGMT,
+        "RemoveGatewayQuota",
+        cp.body(json!({"quota_id": gw_quota})),
+    )
+    .await;
+    assert!(listed(Some(&i.gateway)).await.is_empty());
+    assert_eq!(
+        list(cp).await.len(),
+        2,
+        "the agent quota and the other gateway's remain"
+    );
 }
