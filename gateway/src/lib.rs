@@ -178,7 +178,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         gateway.audit = audit;
         Some(tasks)
     } else {
-        tracing::warn!("Audit is off: gateway decisions are not recorded.");
+        tracing::warn!("Audit is off: gateway decisions are not recorded, and spend reaches the control plane's record with the audit events, so quotas are enforced from this process's memory only.");
         None
     };
     let gateway = Arc::new(gateway);
