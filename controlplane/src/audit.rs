@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use portcullis_shared::audit::{self, AuditEventV1, PayloadFilter, QueryEventsRequest};
+use portcullis_shared::prices::MAX_COST_MICROS;
 use portcullis_shared::snapshot::Charge;
 use serde::Deserialize;
 use serde_json::Value;
@@ -93,11 +94,11 @@ pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Resul
                     c.caller.as_str(),
                 );
                 let sum = sums.entry(key).or_default();
-                *sum = sum.saturating_add(c.micros);
+                *sum = sum.saturating_add(c.micros.min(MAX_COST_MICROS));
             }
         }
         for ((ws, quota_id, day, caller), micros) in sums {
-            let micros = i64::try_from(micros).unwrap_or(i64::MAX);
+            let micros = i64::try_from(micros).unwrap_or(i64::MAX / 2);
             store::quotas::add_spend(tx.conn(), ws, quota_id, day, caller, micros).await?;
         }
         tx.commit().await?;

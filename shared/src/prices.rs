@@ -6,7 +6,11 @@
 use serde_json::Value;
 
 /// The table's version, recorded with every priced call.
-pub const TABLE_VERSION: &str = "2026-11-01";
+pub const TABLE_VERSION: &str = "2026-11-23";
+
+/// No call costs more than this (1,000,000 USD, the largest quota limit): an absurd usage an
+/// upstream reports cannot overflow a spend counter or the record.
+pub const MAX_COST_MICROS: u64 = 1_000_000_000_000;
 
 /// Micro-USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +72,7 @@ impl Price {
         let pico = u128::from(uncached) * u128::from(self.input)
             + u128::from(usage.cached_tokens) * u128::from(self.cached_input)
             + u128::from(usage.completion_tokens) * u128::from(self.output);
-        u64::try_from(pico.div_ceil(1_000_000)).unwrap_or(u64::MAX)
+        u64::try_from(pico.div_ceil(1_000_000)).map_or(MAX_COST_MICROS, |c| c.min(MAX_COST_MICROS))
     }
 
     /// A `provider_config.pricing` object (`input_usd_per_mtok`, `output_usd_per_mtok`,

@@ -158,18 +158,24 @@ pub async fn add_spend(
         "INSERT INTO quota_spend (quota_id, day, caller, workspace_id, spent_micros) \
          SELECT $1, $2, $3, $4, $5 WHERE EXISTS \
          (SELECT 1 FROM llm_quotas WHERE id = $1 AND workspace_id = $4) \
-         ON CONFLICT (quota_id, day, caller) \
-         DO UPDATE SET spent_micros = quota_spend.spent_micros + excluded.spent_micros",
+         ON CONFLICT (quota_id, day, caller) DO UPDATE SET spent_micros = \
+         CASE WHEN quota_spend.spent_micros > $6 - excluded.spent_micros THEN $6 \
+         ELSE quota_spend.spent_micros + excluded.spent_micros END",
     )
     .bind(quota_id)
     .bind(day)
     .bind(caller)
     .bind(workspace_id)
     .bind(micros)
+    .bind(SPEND_CEILING)
     .execute(conn)
     .await?;
     Ok(())
 }
+
+/// A day's recorded spend stops growing here rather than overflowing (it is far past any
+/// limit already).
+const SPEND_CEILING: i64 = i64::MAX / 2;
 
 /// The recorded spend of the workspace's quotas per (quota, day, caller), from `from_day` on.
 pub async fn spend_since(

@@ -14,6 +14,15 @@ use crate::Gateway;
 /// Output tokens reserved for a call that sets no `max_tokens`/`max_completion_tokens`.
 pub const DEFAULT_OUTPUT_TOKENS: u64 = 16_384;
 
+/// Prompt tokens reserved for each image part: the most a current model bills for one image
+/// (gpt-4o-mini at high detail, 2048×768: 2,833 + 8 tiles × 5,667 tokens), whether the image
+/// is linked or inline.
+pub const IMAGE_TOKENS: u64 = 50_000;
+
+/// Prompt tokens reserved for each file part (a PDF inline or by id): its pages can cost more
+/// tokens than its bytes, so the largest context window of a current OpenAI model.
+pub const FILE_TOKENS: u64 = 1_048_576;
+
 /// Why a member cannot be called under the quotas.
 pub enum Blocked {
     /// This member only (a model quota, or an unpriced model): try the next one.
@@ -22,19 +31,40 @@ pub enum Blocked {
     All(GatewayError),
 }
 
-/// The worst case of a call: every request byte a prompt token (tokens are never fewer bytes
-/// than one each), plus the output limit for each of the `n` choices.
+/// The worst case of a call: every request byte a prompt token (text never has fewer bytes
+/// than tokens), plus an allowance for each image and file part (which can cost more tokens
+/// than their bytes), plus the larger output limit the request sets for each of the `n`
+/// choices.
 pub fn worst_case(price: &Price, body_len: usize, request: &Map<String, Value>) -> u64 {
     let output = ["max_completion_tokens", "max_tokens"]
         .iter()
-        .find_map(|k| request.get(*k).and_then(Value::as_u64))
+        .filter_map(|k| request.get(*k).and_then(Value::as_u64))
+        .max()
+        .filter(|n| *n > 0)
         .unwrap_or(DEFAULT_OUTPUT_TOKENS);
     let n = request.get("n").and_then(Value::as_u64).unwrap_or(1).max(1);
     price.cost_micros(&Usage {
-        prompt_tokens: body_len as u64,
+        prompt_tokens: (body_len as u64).saturating_add(attachment_tokens(request)),
         completion_tokens: output.saturating_mul(n),
         cached_tokens: 0,
     })
+}
+
+/// The allowance for the image and file parts of the request's messages.
+fn attachment_tokens(request: &Map<String, Value>) -> u64 {
+    let Some(messages) = request.get("messages").and_then(Value::as_array) else {
+        return 0;
+    };
+    messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Value::as_array))
+        .flatten()
+        .map(|part| match part.get("type").and_then(Value::as_str) {
+            Some("image_url") => IMAGE_TOKENS,
+            Some("file") => FILE_TOKENS,
+            _ => 0,
+        })
+        .fold(0, u64::saturating_add)
 }
 
 /// Reserves for one member; `None` when no quota applies.
@@ -174,4 +204,63 @@ pub fn refused(gw: &Gateway, rc: &RequestCtx<'_>, err: &GatewayError) {
         "resets_at": resets_at,
     });
     gw.audit.emit(e);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// gpt-4o-mini: 0.15 and 0.60 USD per million tokens.
+    const PRICE: Price = Price {
+        input: 150_000,
+        output: 600_000,
+        cached_input: 75_000,
+    };
+
+    fn worst(body: Value) -> u64 {
+        let len = body.to_string().len();
+        worst_case(&PRICE, len, body.as_object().unwrap())
+    }
+
+    fn cost(prompt: u64, completion: u64) -> u64 {
+        PRICE.cost_micros(&Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cached_tokens: 0,
+        })
+    }
+
+    #[test]
+    fn the_larger_output_limit_counts_for_every_choice() {
+        let text = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        let len = text.to_string().len() as u64;
+        assert_eq!(worst(text.clone()), cost(len, DEFAULT_OUTPUT_TOKENS));
+        let mut both = text.clone();
+        both["max_completion_tokens"] = json!(16);
+        both["max_tokens"] = json!(100_000);
+        both["n"] = json!(3);
+        let len = both.to_string().len() as u64;
+        assert_eq!(
+            worst(both),
+            cost(len, 300_000),
+            "a server that honours only max_tokens may write 100,000 tokens per choice"
+        );
+        let mut zero = text;
+        zero["max_tokens"] = json!(0);
+        let len = zero.to_string().len() as u64;
+        assert_eq!(worst(zero), cost(len, DEFAULT_OUTPUT_TOKENS));
+    }
+
+    #[test]
+    fn images_and_files_are_reserved_beyond_their_bytes() {
+        let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "compare"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            {"type": "file", "file": {"file_id": "file-abc"}}
+        ]}]});
+        let len = body.to_string().len() as u64;
+        assert_eq!(worst(body), cost(len + 2 * IMAGE_TOKENS + FILE_TOKENS, 10));
+    }
 }

@@ -276,7 +276,13 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         e.payload["cost_micros"],
         (p_in * 150_000 + p_out * 600_000).div_ceil(1_000_000)
     );
-    assert_eq!(e.payload["price_source"], "table 2026-11-01: gpt-4o-mini");
+    assert_eq!(
+        e.payload["price_source"],
+        format!(
+            "table {}: gpt-4o-mini",
+            portcullis_shared::prices::TABLE_VERSION
+        )
+    );
     // Time is RFC 3339 in UTC, to the millisecond.
     assert!(e.time.ends_with('Z') && e.time.len() == 24, "{}", e.time);
     let fetched = admin(cp)
