@@ -1,14 +1,24 @@
 //! Spend counters shared by several gateway replicas in Redis (`--spend-store redis://…`).
-//! Each counter is a hash `portcullis:spend:<quota>:<d|m><window index>:<caller>` with `spent`
-//! and `reserved`; a reservation is a hash `portcullis:res:<request id>:<n>` of counter → amount.
-//! Two Lua scripts make reserve (check every quota, then hold on all) and settle (move the hold
-//! to spent, once: a settle of a reservation already settled does nothing) atomic.
 //!
-//! Seeding fills only counters Redis lacks (`HSETNX`), then sets the workspace's ready marker;
-//! reserve refuses while the marker is missing, so a Redis that lost its data (restarted
-//! without persistence, flushed) is re-seeded from the control plane's record before any call
-//! is let through, instead of counting from zero. When Redis cannot be reached, calls a quota
-//! applies to are refused: quotas fail closed.
+//! Keys carry the workspace as a hash tag, so every key a script touches is in one slot (Redis
+//! Cluster works too):
+//! - a counter is a hash `portcullis:{<ws>}:spend:<quota>:<d|m><window index>:<caller>` with
+//!   `spent` and `reserved`, beside a sorted set `…:holds` of the holds on it (member
+//!   `<amount>:<reservation>`, scored by when the hold lapses);
+//! - a reservation is a hash `portcullis:{<ws>}:res:<request id>:<n>` of counter → amount;
+//! - `portcullis:{<ws>}:ready` marks the counters seeded.
+//!
+//! Two Lua scripts make reserve (take back lapsed holds, check every quota, then hold on all)
+//! and settle (move the hold to spent, once: a settle of a reservation already settled does
+//! nothing) atomic. A hold lapses after an hour, so the holds of a replica that died mid-call
+//! stop counting against the quota; the reservation record lives a day, so a call that runs
+//! longer than an hour is still settled, once.
+//!
+//! Seeding fills only counters Redis lacks (`HSETNX`), then sets the ready marker; reserve
+//! refuses while the marker is missing, so a Redis that lost its data (restarted without
+//! persistence, flushed) is re-seeded from the control plane's record before any call is let
+//! through, instead of counting from zero. When Redis cannot be reached, calls a quota applies
+//! to are refused: quotas fail closed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,50 +31,72 @@ use super::{counters_of, Applied, CounterKey, Crossing, Refusal};
 
 /// Counters outlive their window by this long (for reports), then expire.
 const COUNTER_TTL_SECS: u64 = 40 * 86_400;
-/// A reservation a crashed replica never settled stops mattering after this.
-const RESERVATION_TTL_SECS: u64 = 3_600;
+/// A hold stops counting against its quotas this long after it was taken, settled or not.
+const HOLD_TTL_MS: u64 = 3_600_000;
+/// A reservation can be settled (once) for this long.
+const RESERVATION_TTL_SECS: u64 = 86_400;
 
-/// KEYS: the ready marker, the reservation, then per quota its enforced counter and its other
-/// one. ARGV: the amount, the counter TTL, the reservation TTL, then each quota's limit.
-/// Returns {-1, 0} when the store is not seeded, {i, spent} when quota i has no room, else {0, 0}.
+/// KEYS: the ready marker, the reservation, then per quota its enforced counter and holds and
+/// its other counter and holds. ARGV: the amount, now (ms), when the hold lapses (ms), the
+/// hold's member, the counter TTL, the reservation TTL, then each quota's limit.
+/// Returns {-1, 0} when the store is not seeded, {i, spent} when quota i has no room, else
+/// {0, 0}.
 const RESERVE: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {-1, 0}
 end
 local worst = tonumber(ARGV[1])
-local n = (#KEYS - 2) / 2
+local n = (#KEYS - 2) / 4
+-- Take back holds that lapsed (their replica died, or the call outlived them).
+for k = 3, #KEYS, 2 do
+  local lapsed = redis.call('ZRANGEBYSCORE', KEYS[k + 1], '-inf', ARGV[2])
+  if #lapsed > 0 then
+    local sum = 0
+    for _, m in ipairs(lapsed) do
+      sum = sum + tonumber(string.match(m, '^(%d+):'))
+    end
+    redis.call('HINCRBY', KEYS[k], 'reserved', string.format('%d', -sum))
+    redis.call('ZREMRANGEBYSCORE', KEYS[k + 1], '-inf', ARGV[2])
+  end
+end
 for i = 1, n do
-  local key = KEYS[1 + 2 * i]
+  local key = KEYS[4 * i - 1]
   local spent = tonumber(redis.call('HGET', key, 'spent') or '0')
   local reserved = tonumber(redis.call('HGET', key, 'reserved') or '0')
-  if spent + reserved + worst > tonumber(ARGV[3 + i]) then
+  if spent + reserved + worst > tonumber(ARGV[6 + i]) then
     return {i, spent}
   end
 end
-local res = KEYS[2]
-for k = 3, #KEYS do
-  redis.call('HINCRBY', KEYS[k], 'reserved', worst)
-  redis.call('EXPIRE', KEYS[k], tonumber(ARGV[2]))
-  redis.call('HSET', res, KEYS[k], worst)
+for k = 3, #KEYS, 2 do
+  redis.call('HINCRBY', KEYS[k], 'reserved', ARGV[1])
+  redis.call('ZADD', KEYS[k + 1], ARGV[3], ARGV[4])
+  redis.call('EXPIRE', KEYS[k], ARGV[5])
+  redis.call('EXPIRE', KEYS[k + 1], ARGV[5])
+  redis.call('HSET', KEYS[2], KEYS[k], ARGV[1])
 end
-redis.call('EXPIRE', res, tonumber(ARGV[3]))
+redis.call('EXPIRE', KEYS[2], ARGV[6])
 return {0, 0}
 "#;
 
-/// KEYS: the reservation, then its counters. ARGV: the metered cost, `settle` or `release`.
-/// Returns each counter's spend after, or nil when the reservation is gone (settled already,
-/// expired, or lost with the store's data).
+/// KEYS: the reservation, then each counter and its holds. ARGV: the metered cost, `settle`
+/// or `release`, the hold's member. Returns each counter's spend after, or nil when the
+/// reservation is gone (settled already, or lost with the store's data).
 const SETTLE: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
 local out = {}
-for i = 2, #KEYS do
-  local held = tonumber(redis.call('HGET', KEYS[1], KEYS[i]) or '0')
-  redis.call('HINCRBY', KEYS[i], 'reserved', -held)
-  local spent = tonumber(redis.call('HGET', KEYS[i], 'spent') or '0')
+for k = 2, #KEYS, 2 do
+  -- A hold that lapsed was taken back by a reserve already.
+  if redis.call('ZREM', KEYS[k + 1], ARGV[3]) == 1 then
+    local held = tonumber(redis.call('HGET', KEYS[1], KEYS[k]) or '0')
+    redis.call('HINCRBY', KEYS[k], 'reserved', string.format('%d', -held))
+  end
+  local spent
   if ARGV[2] == 'settle' then
-    spent = redis.call('HINCRBY', KEYS[i], 'spent', tonumber(ARGV[1]))
+    spent = redis.call('HINCRBY', KEYS[k], 'spent', ARGV[1])
+  else
+    spent = tonumber(redis.call('HGET', KEYS[k], 'spent') or '0')
   end
   out[#out + 1] = spent
 end
@@ -82,27 +114,47 @@ pub struct SharedSpend {
     pub reseed: tokio::sync::Notify,
     /// Tells apart the reservations of one request (one per pool member tried).
     attempts: AtomicU64,
+    /// How long a hold counts ([`HOLD_TTL_MS`]; shorter in tests).
+    hold_ttl_ms: u64,
 }
 
-fn counter_key(k: &CounterKey) -> String {
+fn counter_key(ws: &str, k: &CounterKey) -> String {
     let w = match k.window {
         QuotaWindow::Daily => 'd',
         QuotaWindow::Monthly => 'm',
     };
     format!(
-        "portcullis:spend:{}:{w}{}:{}",
+        "portcullis:{{{ws}}}:spend:{}:{w}{}:{}",
         k.quota_id, k.index, k.caller
     )
 }
 
-fn ready_key(workspace_id: &str) -> String {
-    format!("portcullis:spend:ready:{workspace_id}")
+fn ready_key(ws: &str) -> String {
+    format!("portcullis:{{{ws}}}:ready")
+}
+
+/// Each counter of the applied quotas (the enforced one of each quota first), with its holds.
+fn counter_keys<'a>(ws: &'a str, applied: &'a [Applied]) -> impl Iterator<Item = String> + 'a {
+    applied.iter().flat_map(Applied::keys).flat_map(move |k| {
+        let counter = counter_key(ws, &k);
+        let holds = format!("{counter}:holds");
+        [counter, holds]
+    })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A hold in Redis; settle it, or dropping it releases it (in the background).
 pub struct SharedHeld {
     store: Arc<SharedSpend>,
+    workspace_id: String,
     res_key: String,
+    /// The hold's member in each counter's holds: `<amount>:<reservation>`.
+    member: String,
     applied: Vec<Applied>,
     worst: u64,
     done: bool,
@@ -113,9 +165,10 @@ impl SharedSpend {
     /// Connects (the connection reconnects by itself later).
     pub async fn connect(url: &str) -> Result<Self, String> {
         let client = redis::Client::open(url).map_err(|e| format!("spend store {url}: {e}"))?;
-        let conn = ConnectionManager::new(client)
+        let mut conn = ConnectionManager::new(client)
             .await
             .map_err(|e| format!("spend store unreachable: {e}"))?;
+        warn_if_evicting(&mut conn).await;
         Ok(Self {
             conn,
             reserve: redis::Script::new(RESERVE),
@@ -123,6 +176,7 @@ impl SharedSpend {
             seeded: AtomicBool::new(false),
             reseed: tokio::sync::Notify::new(),
             attempts: AtomicU64::new(0),
+            hold_ttl_ms: HOLD_TTL_MS,
         })
     }
 
@@ -136,7 +190,7 @@ impl SharedSpend {
     pub async fn seed(&self, workspace_id: &str, charges: Vec<Charge>) -> Result<(), String> {
         let mut pipe = redis::pipe();
         for (key, micros) in counters_of(charges) {
-            let k = counter_key(&key);
+            let k = counter_key(workspace_id, &key);
             pipe.cmd("HSETNX").arg(&k).arg("spent").arg(micros).ignore();
             pipe.cmd("EXPIRE").arg(&k).arg(COUNTER_TTL_SECS).ignore();
         }
@@ -164,14 +218,19 @@ impl SharedSpend {
         // A request that fails over reserves again while its first hold is being released in
         // the background: each hold has its own key.
         let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
-        let res_key = format!("portcullis:res:{request_id}:{attempt}");
+        let res_key = format!("portcullis:{{{workspace_id}}}:res:{request_id}:{attempt}");
+        let member = format!("{worst}:{res_key}");
+        let now = now_ms();
         let mut invocation = self.reserve.prepare_invoke();
         invocation.key(ready_key(workspace_id)).key(&res_key);
-        for key in applied.iter().flat_map(Applied::keys) {
-            invocation.key(counter_key(&key));
+        for key in counter_keys(workspace_id, &applied) {
+            invocation.key(key);
         }
         invocation
             .arg(worst)
+            .arg(now)
+            .arg(now + self.hold_ttl_ms)
+            .arg(&member)
             .arg(COUNTER_TTL_SECS)
             .arg(RESERVATION_TTL_SECS);
         for a in &applied {
@@ -191,7 +250,9 @@ impl SharedSpend {
             }
             Ok(0) => Ok(SharedHeld {
                 store: self.clone(),
+                workspace_id: workspace_id.to_string(),
                 res_key,
+                member,
                 applied,
                 worst,
                 done: false,
@@ -202,25 +263,44 @@ impl SharedSpend {
     }
 }
 
+/// Counters expire (after their window), so a Redis that evicts keys with a TTL under memory
+/// pressure could drop a live counter and count it again from zero. Says so when it can tell.
+async fn warn_if_evicting(conn: &mut ConnectionManager) {
+    let policy: Result<Vec<String>, _> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory*")
+        .query_async(conn)
+        .await;
+    let Ok(pairs) = policy else {
+        return; // CONFIG is often disabled on managed Redis: nothing to tell.
+    };
+    let get = |name: &str| {
+        pairs
+            .chunks(2)
+            .find(|p| p[0] == name)
+            .and_then(|p| p.get(1))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (limit, policy) = (get("maxmemory"), get("maxmemory-policy"));
+    if limit != "0" && !limit.is_empty() && policy != "noeviction" {
+        tracing::warn!(maxmemory = %limit, maxmemory_policy = %policy, "The spend store may evict keys under memory pressure; an evicted counter would be counted again from zero. Use maxmemory-policy noeviction (or no maxmemory) for the spend store.");
+    }
+}
+
 impl SharedHeld {
     pub fn held_micros(&self) -> u64 {
         self.worst
     }
 
-    async fn finish(
-        store: &SharedSpend,
-        res_key: &str,
-        applied: &[Applied],
-        actual: u64,
-        mode: &str,
-    ) -> Result<Option<Vec<u64>>, redis::RedisError> {
-        let mut invocation = store.settle.prepare_invoke();
-        invocation.key(res_key);
-        for key in applied.iter().flat_map(Applied::keys) {
-            invocation.key(counter_key(&key));
+    async fn finish(&self, actual: u64, mode: &str) -> Result<Option<Vec<u64>>, redis::RedisError> {
+        let mut invocation = self.store.settle.prepare_invoke();
+        invocation.key(&self.res_key);
+        for key in counter_keys(&self.workspace_id, &self.applied) {
+            invocation.key(key);
         }
-        invocation.arg(actual).arg(mode);
-        let mut conn = store.conn.clone();
+        invocation.arg(actual).arg(mode).arg(&self.member);
+        let mut conn = self.store.conn.clone();
         invocation.invoke_async(&mut conn).await
     }
 
@@ -228,12 +308,10 @@ impl SharedHeld {
     /// thresholds crossed.
     pub async fn settle(mut self, actual: u64) -> (Vec<Charge>, Vec<Crossing>) {
         self.done = true;
-        let after = match Self::finish(&self.store, &self.res_key, &self.applied, actual, "settle")
-            .await
-        {
+        let after = match self.finish(actual, "settle").await {
             Ok(after) => after.unwrap_or_default(),
             Err(e) => {
-                tracing::error!(error = %e, "Could not settle a call in the shared spend store; its reservation stays held until it expires, and the charge reaches the record with the call's event.");
+                tracing::error!(error = %e, "Could not settle a call in the shared spend store; its hold lapses within the hour, and the charge reaches the record with the call's event.");
                 Vec::new()
             }
         };
@@ -249,20 +327,48 @@ impl SharedHeld {
     }
 }
 
+impl SharedHeld {
+    /// Moves the hold out (to finish it in the background); this one is left done.
+    fn take(&mut self) -> SharedHeld {
+        self.done = true;
+        SharedHeld {
+            store: self.store.clone(),
+            workspace_id: std::mem::take(&mut self.workspace_id),
+            res_key: std::mem::take(&mut self.res_key),
+            member: std::mem::take(&mut self.member),
+            applied: std::mem::take(&mut self.applied),
+            worst: self.worst,
+            done: false,
+            background: self.background.clone(),
+        }
+    }
+
+    /// Charges the whole hold in the background; returns the charges at once.
+    pub fn charge_worst_now(mut self) -> Vec<Charge> {
+        let worst = self.worst;
+        let charges = self.applied.iter().map(|a| a.charge(worst)).collect();
+        let held = self.take();
+        self.background.spawn(async move {
+            held.settle(worst).await;
+        });
+        charges
+    }
+}
+
 impl Drop for SharedHeld {
     fn drop(&mut self) {
         if self.done {
             return;
         }
-        let (store, res_key, applied) = (
-            self.store.clone(),
-            std::mem::take(&mut self.res_key),
-            std::mem::take(&mut self.applied),
-        );
+        let mut held = self.take();
+        held.done = true;
         self.background.spawn(async move {
-            if let Err(e) = SharedHeld::finish(&store, &res_key, &applied, 0, "release").await {
-                tracing::warn!(error = %e, "Could not release a reservation in the shared spend store; it expires by itself.");
+            if let Err(e) = held.finish(0, "release").await {
+                tracing::warn!(error = %e, "Could not release a reservation in the shared spend store; its hold lapses within the hour.");
             }
         });
     }
 }
+
+#[cfg(test)]
+mod tests;
