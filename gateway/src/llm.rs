@@ -5,10 +5,9 @@
 
 mod members;
 mod quota;
+mod record;
 mod stream;
 mod upstream;
-
-use std::time::Instant;
 
 use bytes::Bytes;
 use pingora::proxy::Session;
@@ -21,6 +20,7 @@ use crate::request::RequestCtx;
 use crate::snapshot::Credential;
 use crate::{audit, authz, respond, Gateway};
 
+use record::{CallRecord, Served};
 use upstream::{Attempt, Failure};
 
 /// Reads the whole request body, refusing more than `limit` bytes. An oversized body is still
@@ -104,8 +104,7 @@ pub async fn chat(
         }
     }
 
-    let started = Instant::now();
-    let mut served = Served::default();
+    let mut record = CallRecord::new(gw, rc, resource, &name, streaming);
     let result = call_members(
         gw,
         session,
@@ -115,117 +114,21 @@ pub async fn chat(
         request,
         streaming,
         wants_usage,
-        &mut served,
+        &mut record.served,
     )
     .await;
-    if gw.audit.enabled() {
-        let status = session.response_written().map_or_else(
-            || result.as_ref().err().map_or(0, GatewayError::status),
-            |r| r.status.as_u16(),
-        );
-        gw.audit.emit(model_call_event(
-            rc,
-            resource,
-            &name,
-            streaming,
-            status,
-            started.elapsed(),
-            served,
-            result.as_ref().err(),
-        ));
-    }
-    result
-}
-
-/// What the members loop learned, for the `model.call` event.
-#[derive(Default)]
-struct Served {
-    model: Option<std::sync::Arc<crate::snapshot::ModelEntry>>,
-    attempts: u32,
-    usage: Option<Value>,
-    /// What the quotas that applied were charged.
-    charges: Vec<portcullis_shared::snapshot::Charge>,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn model_call_event(
-    rc: &RequestCtx<'_>,
-    resource: portcullis_shared::audit::ResourceRef,
-    requested: &str,
-    streaming: bool,
-    status: u16,
-    latency: std::time::Duration,
-    served: Served,
-    error: Option<&GatewayError>,
-) -> portcullis_shared::audit::AuditEventV1 {
-    use portcullis_shared::audit::{results, types};
-    let ok = error.is_none() && (200..400).contains(&status);
-    let mut e = audit::base(
-        rc,
-        types::MODEL_CALL,
-        if ok { results::ALLOWED } else { results::ERROR },
-        resource,
+    let status = session.response_written().map_or_else(
+        || result.as_ref().err().map_or(0, GatewayError::status),
+        |r| r.status.as_u16(),
     );
-    let mut payload = json!({
-        "model": requested,
-        "gateway_id": rc.gateway.id,
-        "stream": streaming,
-        "status": status,
-        "latency_ms": audit::millis(latency),
-        "attempts": served.attempts,
-    });
-    if let Some(model) = &served.model {
-        payload["served_by"] = json!(model.name);
-        payload["provider"] = json!(model.provider.id);
-        payload["upstream_model"] = json!(model.upstream_model);
-    }
-    if let Some(u) = served.usage.as_ref() {
-        payload["usage"] = audit::pick(
-            Some(u),
-            &[
-                "prompt_tokens",
-                "completion_tokens",
-                "total_tokens",
-                "prompt_tokens_details",
-                "completion_tokens_details",
-            ],
-        );
-    }
-    // Spend: metered usage at the serving model's price, in integer micro-USD.
-    let metered = served.usage.as_ref().and_then(prices::Usage::from_openai);
-    match (
-        served.model.as_ref().and_then(|m| m.price.as_ref()),
-        metered,
-    ) {
-        (Some((source, price)), Some(usage)) => {
-            payload["cost_micros"] = json!(price.cost_micros(&usage));
-            payload["price_source"] = json!(match source {
-                prices::PriceSource::Override => "override".to_string(),
-                prices::PriceSource::Table(key) => {
-                    format!("table {}: {key}", prices::TABLE_VERSION)
-                }
-            });
-        }
-        (None, Some(_)) => payload["price_source"] = json!("unpriced"),
-        _ => {}
-    }
-    if !served.charges.is_empty() {
-        payload["charges"] = json!(served.charges);
-    }
-    if let Some(err) = error {
-        payload["error"] = json!(err.to_string());
-        payload["reason_code"] = json!(err.openai_type_and_code().1);
-    }
-    e.payload = payload;
-    // Prompts and completions are never recorded.
-    e.data_handling.omitted = vec!["request.messages".into(), "response.choices".into()];
-    e
+    record.finish(status, result.as_ref().err());
+    result
 }
 
 /// Tries the target's members in order, failing over before any byte reaches the caller.
 #[allow(clippy::too_many_arguments)]
-async fn call_members(
-    gw: &Gateway,
+async fn call_members<'g>(
+    gw: &'g Gateway,
     session: &mut Session,
     rc: &RequestCtx<'_>,
     name: &str,
@@ -233,7 +136,7 @@ async fn call_members(
     mut request: Map<String, Value>,
     streaming: bool,
     wants_usage: bool,
-    served: &mut Served,
+    served: &mut Served<'g>,
 ) -> Result<(), GatewayError> {
     let mut last: Option<Failure> = None;
     for model in members::order(target) {
@@ -275,9 +178,15 @@ async fn call_members(
         };
         served.attempts += 1;
         served.model = Some(model.clone());
+        // The hold rides in `served` while the member is called, so a request dropped midway
+        // (the gateway stopping past its grace period) still charges it.
+        served.held = reservation;
         match upstream::attempt(gw, &model, url, headers, body, streaming).await {
             Attempt::Success(response) => {
                 model.health.record_success();
+                // The upstream answered: the call is charged, even if the answer breaks off or
+                // the caller goes away — its metered cost, or with no usage reported its worst
+                // case, never zero.
                 let extra: Vec<(&'static str, &str)> = rc.echo_headers(&model.name);
                 let relayed = if streaming && upstream::is_event_stream(&response) {
                     stream::relay(
@@ -291,18 +200,17 @@ async fn call_members(
                     )
                     .await
                 } else {
-                    upstream::relay_whole(session, response, &model, rc.request_id, &extra).await
+                    let timeout = gw.config.upstream_timeout();
+                    upstream::relay_whole(session, response, &model, rc.request_id, &extra, timeout)
+                        .await
                 };
-                // The upstream answered: the call is charged, even if the answer broke off or
-                // the caller went away — its metered cost, or with no usage reported its worst
-                // case, never zero.
-                if let Some(r) = reservation {
+                if let Some(held) = served.held.take() {
                     let metered = relayed.usage.as_ref().and_then(prices::Usage::from_openai);
                     let actual = match (&model.price, metered) {
                         (Some((_, price)), Some(u)) => price.cost_micros(&u),
-                        _ => r.held_micros(),
+                        _ => held.held_micros(),
                     };
-                    let (charges, crossings) = r.settle(actual).await;
+                    let (charges, crossings) = held.settle(actual).await;
                     served.charges = charges;
                     for c in crossings {
                         gw.audit.emit(quota::threshold_event(rc, &c));
@@ -312,10 +220,13 @@ async fn call_members(
                 return relayed.failure.map_or(Ok(()), Err);
             }
             Attempt::Final(failure) => {
-                // The upstream refused the request itself: another member would too.
+                // The upstream refused the request itself: another member would too. Nothing
+                // was spent: the hold is released.
+                served.held = None;
                 return failure.respond(session, rc).await;
             }
             Attempt::Retry(failure) => {
+                served.held = None;
                 model.health.record_failure();
                 tracing::warn!(request_id = rc.request_id, model = %model.name, failure = %failure, "Upstream member failed; trying the next.");
                 last = Some(failure);

@@ -236,6 +236,18 @@ impl Held<'_> {
         }
     }
 
+    /// Charges the hold's whole amount without waiting (for a request being dropped midway):
+    /// in memory at once, in the shared store in the background. Returns the charges.
+    pub fn charge_worst_now(self) -> Vec<Charge> {
+        match self {
+            Held::Memory(r) => {
+                let worst = r.worst;
+                r.settle(worst).0
+            }
+            Held::Shared(h) => h.charge_worst_now(),
+        }
+    }
+
     /// Replaces the hold with the metered cost; returns the charges (for the call's event) and
     /// the thresholds the call crossed.
     pub async fn settle(self, actual: u64) -> (Vec<Charge>, Vec<Crossing>) {

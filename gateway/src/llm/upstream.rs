@@ -2,6 +2,8 @@
 //! (no response, timeout, 5xx, 429) or answer the caller now (any other 4xx). Error bodies
 //! are passed on in the caller's shape with the upstream credential scrubbed out.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 use pingora::proxy::Session;
@@ -158,27 +160,36 @@ pub struct Relayed {
     pub failure: Option<GatewayError>,
 }
 
-/// Relays a whole (non-streamed) successful response.
+/// Relays a whole (non-streamed) successful response; an upstream that stops sending its body
+/// for `timeout` has failed.
 pub async fn relay_whole(
     session: &mut Session,
     response: reqwest::Response,
     model: &ModelEntry,
     request_id: &str,
     extra: &[(&'static str, &str)],
+    timeout: Duration,
 ) -> Relayed {
     let status = response.status().as_u16();
     let content_type = header_text(&response, http::header::CONTENT_TYPE)
         .unwrap_or_else(|| "application/json".into());
-    let body = match response.bytes().await {
-        Ok(body) => body,
+    let failed = |e: GatewayError| Relayed {
+        usage: None,
+        failure: Some(e),
+    };
+    let body = match tokio::time::timeout(timeout, response.bytes()).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => {
+            return failed(GatewayError::Upstream(format!(
+                "model '{}': the response body broke off",
+                model.name
+            )))
+        }
         Err(_) => {
-            return Relayed {
-                usage: None,
-                failure: Some(GatewayError::Upstream(format!(
-                    "model '{}': the response body broke off",
-                    model.name
-                ))),
-            }
+            return failed(GatewayError::UpstreamTimeout(format!(
+                "model '{}': the response body stalled",
+                model.name
+            )))
         }
     };
     let usage = usage_of(&body);
