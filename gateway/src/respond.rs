@@ -86,14 +86,38 @@ pub async fn error(
     } else {
         tracing::debug!(request_id, status = err.status(), error = %err, "Request refused.");
     }
+    let retry_after = retry_after(err);
+    let mut extra = Vec::new();
+    if let Some(secs) = &retry_after {
+        extra.push(("retry-after", secs.as_str()));
+    }
+    if matches!(err, GatewayError::QuotaExceeded { .. }) {
+        // The official OpenAI SDKs retry a 429 unless told not to; retrying a used-up quota
+        // before it resets only burns the caller's time.
+        extra.push(("x-should-retry", "false"));
+    }
     json(
         session,
         err.status(),
         &openai_error(err, request_id),
         request_id,
-        &[],
+        &extra,
     )
     .await
+}
+
+/// Seconds until the call may succeed: when a used-up quota resets, or shortly for a gateway
+/// that is still loading its snapshot or spend counters.
+fn retry_after(err: &GatewayError) -> Option<String> {
+    match err {
+        GatewayError::QuotaExceeded { resets_at, .. } => {
+            let reset = chrono::DateTime::parse_from_rfc3339(resets_at).ok()?;
+            let secs = (reset.timestamp() - chrono::Utc::now().timestamp()).max(1);
+            Some(secs.to_string())
+        }
+        GatewayError::QuotaUnavailable(_) | GatewayError::NotReady => Some("1".into()),
+        _ => None,
+    }
 }
 
 /// A gateway failure on the MCP endpoint: its HTTP status with a JSON-RPC error body.
