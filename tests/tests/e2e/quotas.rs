@@ -580,7 +580,7 @@ async fn gateway_variants_touch_gateway_quotas_only(cp: &ControlPlane) {
         2,
         "gateway quotas only, disabled included"
     );
-    assert_eq!(listed(Some(&i.gateway)).await, [gw_quota.clone()]);
+    assert_eq!(listed(Some(&i.gateway)).await, vec![gw_quota.clone()]);
     cp.ok(
         MGMT,
         "RemoveGatewayQuota",

@@ -14,6 +14,30 @@ use portcullis_tests::FakeLlm;
 
 use crate::world::{model, world, World};
 
+/// Runs a test on a world with its control plane on SQLite and on PostgreSQL (the record of
+/// spend lives in either).
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(crate::world::world_on(portcullis_tests::Backend::Sqlite).await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(crate::world::world_on(portcullis_tests::Backend::Postgres).await).await;
+            }
+        }
+    )*};
+}
+
+on_both_backends!(
+    racing_calls_never_exceed_a_quota_and_counters_survive_a_restart,
+    streamed_calls_are_charged_and_disabled_quotas_are_not_enforced,
+    abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend,
+);
+
 /// The fake upstream reports 9 prompt and 12 completion tokens; at gpt-4o-mini's $0.15 and
 /// $0.60 per million that is 8.55, charged as 9 micro-USD.
 const CALL_MICROS: u64 = 9;
@@ -74,9 +98,7 @@ async fn recorded(w: &World, quota_id: &str) -> u64 {
         .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart() {
-    let mut w = world().await;
+async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart(mut w: World) {
     let agent = agent_id(&w).await;
     let limit = 300;
     let q = quota(
@@ -84,9 +106,9 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart() {
         json!({"subject_type": "agent", "subject_id": agent, "limit_micros": limit}),
     )
     .await;
-    // Wait until the gateway enforces it (a call then carries a charge).
+    // The gateway enforces it from here on (a call answers once its counters are loaded).
+    w.gw.caught_up(&w.cp).await;
     until(&w, |s, _| s == 200).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let client = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", w.gw.gateway_url(&w.gateway_id));
     let calls = (0..200).map(|_| {
@@ -105,6 +127,16 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart() {
             200 => ok += 1,
             429 => {
                 refused += 1;
+                let header = |name: &str| {
+                    r.headers()
+                        .get(name)
+                        .map(|v| v.to_str().unwrap().to_string())
+                        .unwrap_or_default()
+                };
+                // The official SDKs would retry a 429; they are told not to, and when to.
+                assert_eq!(header("x-should-retry"), "false");
+                let retry_after: u64 = header("retry-after").parse().unwrap();
+                assert!((1..=31 * 86_400).contains(&retry_after), "{retry_after}");
                 sample = r.json().await.unwrap();
             }
             other => panic!("unexpected {other}"),
@@ -187,16 +219,14 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart() {
     until(&w, |s, _| s == 200).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streamed_calls_are_charged_and_disabled_quotas_are_not_enforced() {
-    let w = world().await;
+async fn streamed_calls_are_charged_and_disabled_quotas_are_not_enforced(w: World) {
     let agent = agent_id(&w).await;
     let q = quota(
         &w,
         json!({"subject_type": "agent", "subject_id": agent, "limit_micros": 1_000_000}),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    w.gw.caught_up(&w.cp).await;
     let r = w
         .chat_as(Some(&w.key), &w.gateway_id, body("gpt", true))
         .await;
@@ -226,7 +256,7 @@ async fn streamed_calls_are_charged_and_disabled_quotas_are_not_enforced() {
         w.cp.body(json!({"quota_id": q, "limit_micros": 1, "enabled": false})),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    w.gw.caught_up(&w.cp).await;
     for _ in 0..3 {
         assert_eq!(w.chat("gpt").await.status, 200);
     }
@@ -442,9 +472,9 @@ async fn two_replicas_sharing_redis_never_exceed_a_quota_and_fail_closed_without
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let ready = format!("portcullis:spend:ready:{}", w.cp.workspace_id);
+    let ready = format!("portcullis:{{{}}}:ready", w.cp.workspace_id);
     let mut lost: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("portcullis:spend:{q}:*"))
+        .arg(format!("portcullis:{{{}}}:spend:{q}:*", w.cp.workspace_id))
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -507,9 +537,7 @@ async fn two_replicas_sharing_redis_never_exceed_a_quota_and_fail_closed_without
     assert_eq!(b["error"]["code"], "quota_unavailable", "{b}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend() {
-    let w = world().await;
+async fn abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend(w: World) {
     let cp = &w.cp;
     let slow_fake = FakeLlm::openai()
         .reply_delay_ms(800)
@@ -623,4 +651,88 @@ async fn abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend() 
         .chat_as(Some(&w.key), &w.gateway_id, body("gpt", false))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_off_by_a_stopping_gateway_is_still_charged() {
+    let w = world().await;
+    let cp = &w.cp;
+    // An upstream that streams for about ten seconds, and a gateway that waits one second for
+    // calls in flight when it is stopped.
+    let slow_fake = FakeLlm::openai()
+        .reply("one two three four five six seven eight nine ten")
+        .chunk_delay_ms(1000)
+        .start()
+        .await;
+    let slow = model(cp, "slow", &slow_fake.base_url()).await;
+    cp.ok(
+        MGMT,
+        "AddGatewayModel",
+        cp.body(json!({"gateway_id": w.gateway_id, "connection_id": slow})),
+    )
+    .await;
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "bot", "allowed_direct_model_names": ["gpt", "slow"]})),
+    )
+    .await;
+    let agent = agent_id(&w).await;
+    let q = quota(
+        &w,
+        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": 1_000_000}),
+    )
+    .await;
+    let mut gw = portcullis_tests::GatewayProcess::start_with(
+        cp,
+        &[("PORTCULLIS_SHUTDOWN_GRACE_SECS", "1")],
+    )
+    .await;
+    gw.caught_up(cp).await;
+    let url = format!("{}/v1/chat/completions", gw.gateway_url(&w.gateway_id));
+    let mut stream = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(&w.key)
+        .json(&body("slow", true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200, "{}", gw.logs());
+    assert!(stream.chunk().await.unwrap().is_some());
+    // Stopped mid-stream: the call is cut off after the grace period. The restarted gateway
+    // ships what the stopped one recorded.
+    gw.restart_gracefully().await;
+    gw.wait_ready().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let spent = loop {
+        let spent = recorded(&w, &q).await;
+        if spent > 0 || tokio::time::Instant::now() > deadline {
+            break spent;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        spent > CALL_MICROS,
+        "the cut-off call is charged its worst case ({spent} recorded):\n{}",
+        gw.logs()
+    );
+    let client = AdminClient::new(&cp.url, &cp.key).unwrap();
+    let filter = QueryEventsRequest {
+        workspace_id: Some(cp.workspace_id.clone()),
+        event_types: vec!["model.call".into()],
+        payload_filters: vec![PayloadFilter {
+            field: "served_by".into(),
+            values: vec!["slow".into()],
+        }],
+        ..Default::default()
+    };
+    let cut = client
+        .wait_for_event(&filter, WaitOptions::default())
+        .await
+        .expect("the cut-off call is recorded");
+    assert!(
+        cut.payload["error"].as_str().unwrap().contains("cut off"),
+        "{}",
+        cut.payload
+    );
 }

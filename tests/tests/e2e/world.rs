@@ -31,7 +31,12 @@ pub async fn model(cp: &ControlPlane, name: &str, base_url: &str) -> String {
 }
 
 pub async fn world() -> World {
-    let cp = ControlPlane::start(Backend::Sqlite).await;
+    world_on(Backend::Sqlite).await
+}
+
+/// The same world with the control plane on this backend.
+pub async fn world_on(backend: Backend) -> World {
+    let cp = ControlPlane::start(backend).await;
     let fake = FakeLlm::openai().start().await;
     let id = model(&cp, "gpt", &fake.base_url()).await;
     let gateway_id = cp.default_gateway_id.clone();
