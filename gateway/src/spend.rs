@@ -287,7 +287,8 @@ impl Spend {
     pub fn seed(&self, charges: impl IntoIterator<Item = Charge>) {
         let mut counters = self.lock();
         for (key, micros) in counters_of(charges) {
-            counters.entry(key).or_default().spent += micros;
+            let c = counters.entry(key).or_default();
+            c.spent = c.spent.saturating_add(micros);
         }
         self.seeded.store(true, Ordering::Release);
     }
@@ -319,7 +320,8 @@ impl Spend {
             }
         }
         for key in applied.iter().flat_map(Applied::keys) {
-            counters.entry(key).or_default().reserved += worst;
+            let c = counters.entry(key).or_default();
+            c.reserved = c.reserved.saturating_add(worst);
         }
         Ok(Reservation {
             spend: self,

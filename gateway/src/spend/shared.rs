@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use portcullis_shared::api::quotas::QuotaWindow;
 use portcullis_shared::snapshot::Charge;
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::{counters_of, Applied, CounterKey, Crossing, Refusal};
 
@@ -104,7 +104,26 @@ redis.call('DEL', KEYS[1])
 return out
 "#;
 
+/// A call waits this long for the store before it is refused (quotas fail closed).
+const STORE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+thread_local! {
+    /// Each worker thread's connection to the spend store, so a script's round trip stays on
+    /// the thread that serves the request (the store it belongs to, by address).
+    static CONN: std::cell::RefCell<Option<(usize, ConnectionManager)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_number_of_retries(1)
+        .set_connection_timeout(STORE_TIMEOUT)
+        .set_response_timeout(STORE_TIMEOUT)
+}
+
 pub struct SharedSpend {
+    client: redis::Client,
+    /// For seeding and background work.
     conn: ConnectionManager,
     reserve: redis::Script,
     settle: redis::Script,
@@ -165,11 +184,12 @@ impl SharedSpend {
     /// Connects (the connection reconnects by itself later).
     pub async fn connect(url: &str) -> Result<Self, String> {
         let client = redis::Client::open(url).map_err(|e| format!("spend store {url}: {e}"))?;
-        let mut conn = ConnectionManager::new(client)
+        let mut conn = ConnectionManager::new_with_config(client.clone(), config())
             .await
             .map_err(|e| format!("spend store unreachable: {e}"))?;
         warn_if_evicting(&mut conn).await;
         Ok(Self {
+            client,
             conn,
             reserve: redis::Script::new(RESERVE),
             settle: redis::Script::new(SETTLE),
@@ -182,6 +202,23 @@ impl SharedSpend {
 
     pub fn seeded(&self) -> bool {
         self.seeded.load(Ordering::Acquire)
+    }
+
+    /// This thread's connection (made on first use; it reconnects by itself).
+    async fn local_conn(&self) -> redis::RedisResult<ConnectionManager> {
+        let id = self as *const Self as usize;
+        let cached = CONN.with(|c| {
+            c.borrow()
+                .as_ref()
+                .filter(|(owner, _)| *owner == id)
+                .map(|(_, conn)| conn.clone())
+        });
+        if let Some(conn) = cached {
+            return Ok(conn);
+        }
+        let conn = ConnectionManager::new_with_config(self.client.clone(), config()).await?;
+        CONN.with(|c| *c.borrow_mut() = Some((id, conn.clone())));
+        Ok(conn)
     }
 
     /// Fills counters that Redis does not hold yet (a fresh or emptied store) from the control
@@ -236,11 +273,11 @@ impl SharedSpend {
         for a in &applied {
             invocation.arg(a.quota.limit_micros);
         }
-        let mut conn = self.conn.clone();
-        let (failed, spent): (i64, u64) = invocation
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| Refusal::StoreDown(format!("the shared spend store failed: {e}")))?;
+        let down = |e: redis::RedisError| {
+            Refusal::StoreDown(format!("the shared spend store failed: {e}"))
+        };
+        let mut conn = self.local_conn().await.map_err(down)?;
+        let (failed, spent): (i64, u64) = invocation.invoke_async(&mut conn).await.map_err(down)?;
         match usize::try_from(failed) {
             Err(_) => {
                 tracing::warn!("The shared spend store has no counters for this workspace (restarted or emptied); seeding it again from the control plane's record.");
@@ -300,7 +337,7 @@ impl SharedHeld {
             invocation.key(key);
         }
         invocation.arg(actual).arg(mode).arg(&self.member);
-        let mut conn = self.store.conn.clone();
+        let mut conn = self.store.local_conn().await?;
         invocation.invoke_async(&mut conn).await
     }
 
