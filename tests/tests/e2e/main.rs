@@ -10,6 +10,7 @@
 mod agents;
 mod api;
 mod audit;
+mod audit_delivery;
 mod cli;
 mod gateways;
 mod keys;

@@ -99,13 +99,8 @@ async fn recorded(w: &World, quota_id: &str) -> u64 {
 }
 
 async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart(mut w: World) {
-    let agent = agent_id(&w).await;
     let limit = 300;
-    let q = quota(
-        &w,
-        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": limit}),
-    )
-    .await;
+    let q = agent_quota(&w, limit).await;
     // The gateway enforces it from here on (a call answers once its counters are loaded).
     w.gw.caught_up(&w.cp).await;
     until(&w, |s, _| s == 200).await;
@@ -153,14 +148,7 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart(mut w:
         "a monthly window resets at the month start: {sample}"
     );
     // Everything charged, counting the first calls that waited for enforcement.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    let spent = loop {
-        let spent = recorded(&w, &q).await;
-        if spent >= ok * CALL_MICROS || tokio::time::Instant::now() > deadline {
-            break spent;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let spent = recorded_at_least(&w, &q, ok * CALL_MICROS).await;
     assert!(spent <= limit, "spent {spent} of {limit}: exceeded");
     assert!(
         spent >= ok * CALL_MICROS,
@@ -220,12 +208,7 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart(mut w:
 }
 
 async fn streamed_calls_are_charged_and_disabled_quotas_are_not_enforced(w: World) {
-    let agent = agent_id(&w).await;
-    let q = quota(
-        &w,
-        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": 1_000_000}),
-    )
-    .await;
+    let q = agent_quota(&w, 1_000_000).await;
     w.gw.caught_up(&w.cp).await;
     let r = w
         .chat_as(Some(&w.key), &w.gateway_id, body("gpt", true))
@@ -235,16 +218,8 @@ async fn streamed_calls_are_charged_and_disabled_quotas_are_not_enforced(w: Worl
         !r.text.contains("\"usage\""),
         "the caller did not ask for usage"
     );
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while recorded(&w, &q).await < CALL_MICROS {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the streamed call was never charged"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     assert_eq!(
-        recorded(&w, &q).await,
+        recorded_at_least(&w, &q, CALL_MICROS).await,
         CALL_MICROS,
         "charged its real usage, not the worst case"
     );
@@ -268,6 +243,49 @@ async fn streamed_calls_are_charged_and_disabled_quotas_are_not_enforced(w: Worl
     .await;
     let (_, b) = until(&w, |s, _| s == 429).await;
     assert_eq!(b["error"]["quota_id"], q);
+}
+
+/// Waits (up to 15 s) until the record holds at least `want` for the quota; returns what it
+/// holds then, for the caller to judge.
+async fn recorded_at_least(w: &World, quota_id: &str, want: u64) -> u64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let spent = recorded(w, quota_id).await;
+        if spent >= want || tokio::time::Instant::now() > deadline {
+            return spent;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An agent quota of `limit` micro-USD a month on `bot`.
+async fn agent_quota(w: &World, limit: u64) -> String {
+    let agent = agent_id(w).await;
+    quota(
+        w,
+        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": limit}),
+    )
+    .await
+}
+
+/// A second model, `slow`, on its own fake upstream, attached and allowed to `bot`.
+async fn slow_model(w: &World, fake: FakeLlm) -> portcullis_tests::fake_llm::RunningFake {
+    let cp = &w.cp;
+    let fake = fake.start().await;
+    let slow = model(cp, "slow", &fake.base_url()).await;
+    cp.ok(
+        MGMT,
+        "AddGatewayModel",
+        cp.body(json!({"gateway_id": w.gateway_id, "connection_id": slow})),
+    )
+    .await;
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "bot", "allowed_direct_model_names": ["gpt", "slow"]})),
+    )
+    .await;
+    fake
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,13 +382,8 @@ fn redis_url() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_sharing_redis_never_exceed_a_quota_and_fail_closed_without_it() {
     let w = world().await;
-    let agent = agent_id(&w).await;
     let limit = 300;
-    let q = quota(
-        &w,
-        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": limit}),
-    )
-    .await;
+    let q = agent_quota(&w, limit).await;
     let url = redis_url();
     let env = [("PORTCULLIS_SPEND_STORE", url.as_str())];
     let a = portcullis_tests::GatewayProcess::start_with(&w.cp, &env).await;
@@ -447,14 +460,7 @@ async fn two_replicas_sharing_redis_never_exceed_a_quota_and_fail_closed_without
     }
     assert_eq!(both_refused, 2, "the limit was reached");
     // Each replica alone would allow the whole limit; together they stay within it.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    let spent = loop {
-        let spent = recorded(&w, &q).await;
-        if spent >= (ok + 2) * CALL_MICROS || tokio::time::Instant::now() > deadline {
-            break spent;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let spent = recorded_at_least(&w, &q, (ok + 2) * CALL_MICROS).await;
     assert!(
         spent <= limit,
         "spent {spent} of {limit} across two replicas: exceeded"
@@ -539,47 +545,23 @@ async fn two_replicas_sharing_redis_never_exceed_a_quota_and_fail_closed_without
 
 async fn abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend(w: World) {
     let cp = &w.cp;
-    let slow_fake = FakeLlm::openai()
-        .reply_delay_ms(800)
-        .chunk_delay_ms(150)
-        .start()
-        .await;
-    let slow = model(cp, "slow", &slow_fake.base_url()).await;
-    cp.ok(
-        MGMT,
-        "AddGatewayModel",
-        cp.body(json!({"gateway_id": w.gateway_id, "connection_id": slow})),
-    )
-    .await;
-    cp.ok(
-        AGENTS,
-        "UpdateAgent",
-        cp.body(json!({"agent_id": "bot", "allowed_direct_model_names": ["gpt", "slow"]})),
-    )
-    .await;
-    let agent = agent_id(&w).await;
-    let q = quota(
+    let _slow = slow_model(
         &w,
-        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": 1_000_000}),
+        FakeLlm::openai().reply_delay_ms(800).chunk_delay_ms(150),
     )
     .await;
+    let q = agent_quota(&w, 1_000_000).await;
     w.gw.caught_up(cp).await;
     let settled = |want: u64| {
         let (w, q) = (&w, &q);
         async move {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-            loop {
-                let spent = recorded(w, q).await;
-                if spent >= want {
-                    return spent;
-                }
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "recorded {spent}, expected at least {want}:\n{}",
-                    w.gw.logs()
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            let spent = recorded_at_least(w, q, want).await;
+            assert!(
+                spent >= want,
+                "recorded {spent}, expected at least {want}:\n{}",
+                w.gw.logs()
+            );
+            spent
         }
     };
     for _ in 0..3 {
@@ -659,30 +641,14 @@ async fn a_call_cut_off_by_a_stopping_gateway_is_still_charged() {
     let cp = &w.cp;
     // An upstream that streams for about ten seconds, and a gateway that waits one second for
     // calls in flight when it is stopped.
-    let slow_fake = FakeLlm::openai()
-        .reply("one two three four five six seven eight nine ten")
-        .chunk_delay_ms(1000)
-        .start()
-        .await;
-    let slow = model(cp, "slow", &slow_fake.base_url()).await;
-    cp.ok(
-        MGMT,
-        "AddGatewayModel",
-        cp.body(json!({"gateway_id": w.gateway_id, "connection_id": slow})),
-    )
-    .await;
-    cp.ok(
-        AGENTS,
-        "UpdateAgent",
-        cp.body(json!({"agent_id": "bot", "allowed_direct_model_names": ["gpt", "slow"]})),
-    )
-    .await;
-    let agent = agent_id(&w).await;
-    let q = quota(
+    let _slow = slow_model(
         &w,
-        json!({"subject_type": "agent", "subject_id": agent, "limit_micros": 1_000_000}),
+        FakeLlm::openai()
+            .reply("one two three four five six seven eight nine ten")
+            .chunk_delay_ms(1000),
     )
     .await;
+    let q = agent_quota(&w, 1_000_000).await;
     let mut gw = portcullis_tests::GatewayProcess::start_with(
         cp,
         &[("PORTCULLIS_SHUTDOWN_GRACE_SECS", "1")],
@@ -703,14 +669,7 @@ async fn a_call_cut_off_by_a_stopping_gateway_is_still_charged() {
     // ships what the stopped one recorded.
     gw.restart_gracefully().await;
     gw.wait_ready().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    let spent = loop {
-        let spent = recorded(&w, &q).await;
-        if spent > 0 || tokio::time::Instant::now() > deadline {
-            break spent;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let spent = recorded_at_least(&w, &q, 1).await;
     assert!(
         spent > CALL_MICROS,
         "the cut-off call is charged its worst case ({spent} recorded):\n{}",
