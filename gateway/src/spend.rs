@@ -309,17 +309,17 @@ impl Spend {
         if !applied.is_empty() && !self.seeded() {
             return Err(Refusal::NotSeeded);
         }
+        let keys: Vec<[CounterKey; 2]> = applied.iter().map(Applied::keys).collect();
         let mut counters = self.lock();
         // Check every quota first, then hold the amount on all of them.
-        for a in &applied {
-            let [enforced, _] = a.keys();
-            let c = counters.get(&enforced);
+        for (a, [enforced, _]) in applied.iter().zip(&keys) {
+            let c = counters.get(enforced);
             let used = c.map_or(0, |c| c.spent.saturating_add(c.reserved));
             if used.saturating_add(worst) > a.quota.limit_micros {
                 return Err(a.refusal(c.map_or(0, |c| c.spent)));
             }
         }
-        for key in applied.iter().flat_map(Applied::keys) {
+        for key in keys.into_iter().flatten() {
             let c = counters.entry(key).or_default();
             c.reserved = c.reserved.saturating_add(worst);
         }
