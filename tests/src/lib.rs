@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod act_as;
 pub mod controlplane;
 pub mod everything;
 pub mod fake_llm;

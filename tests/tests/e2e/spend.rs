@@ -695,3 +695,148 @@ async fn a_call_cut_off_by_a_stopping_gateway_is_still_charged() {
         cut.payload
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_as_and_per_caller_quotas_follow_the_verified_end_user() {
+    let w = world().await;
+    let cp = &w.cp;
+    let secret = "0123456789abcdef-act-as";
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(
+            json!({"agent_id": "bot", "actas_method": "hmac", "actas_hmac_secret": secret,
+            "actas_allowed_subjects": ["u1", "u2"]}),
+        ),
+    )
+    .await;
+    let model_id = cp
+        .ok(MGMT, "ListLLMModelConnections", cp.body(json!({})))
+        .await["models"][0]["connection_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let person = quota(
+        &w,
+        json!({"subject_type": "act-as", "subject_key": "u1", "limit_micros": 40}),
+    )
+    .await;
+    let per_caller = quota(
+        &w,
+        json!({"subject_type": "model", "subject_id": model_id, "per_caller": true, "limit_micros": 60}),
+    )
+    .await;
+    w.gw.caught_up(cp).await;
+    let url = format!("{}/v1/chat/completions", w.gw.gateway_url(&w.gateway_id));
+    let call = |sub: Option<&str>| {
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .bearer_auth(&w.key)
+            .json(&body("gpt", false));
+        if let Some(sub) = sub {
+            request = request.header(
+                "x-svc-act-as",
+                portcullis_tests::act_as::hmac_header(sub, secret),
+            );
+        }
+        async move {
+            let r = request.send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    // Calls until one is refused; returns how many went through and the refusal.
+    let until_refused = |sub: Option<&'static str>| {
+        let call = &call;
+        async move {
+            for n in 0..20 {
+                let (status, b) = call(sub).await;
+                match status {
+                    200 => continue,
+                    429 => return (n, b),
+                    other => panic!("{sub:?}: unexpected {other}: {b}"),
+                }
+            }
+            panic!("{sub:?} was never refused");
+        }
+    };
+
+    // u1 runs out of its own (act-as) quota first.
+    let (n, refusal) = until_refused(Some("u1")).await;
+    assert!(n >= 1, "u1 had room for a call");
+    assert_eq!(refusal["error"]["quota_id"], person, "{refusal}");
+    // u2 is not u1: the act-as quota does not apply, and its per-caller model budget is its own.
+    let (m, refusal) = until_refused(Some("u2")).await;
+    assert!(
+        m > n,
+        "u2 got its own, larger budget ({m} calls against u1's {n})"
+    );
+    assert_eq!(refusal["error"]["quota_id"], per_caller, "{refusal}");
+    // Another agent, calling for nobody, has a per-caller budget of its own too.
+    cp.ok(AGENTS, "RegisterAgent", cp.body(json!({"name": "other", "allowed_gateway_ids": [w.gateway_id], "allowed_direct_model_names": ["gpt"]}))).await;
+    let other_key = cp
+        .ok(
+            AGENTS,
+            "CreateAgentKey",
+            cp.body(json!({"agent_id": "other", "name": "k"})),
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    w.gw.caught_up(cp).await;
+    let r = w
+        .chat_as(Some(&other_key), &w.gateway_id, body("gpt", false))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let other = cp
+        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "other"})))
+        .await["agent"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The record keeps the per-caller budgets apart.
+    let expected = (n + m + 1) as u64 * CALL_MICROS;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = cp
+            .call_as(
+                &w.gw.token,
+                "svc.sync.v1.SyncService",
+                "GetSpend",
+                json!({}),
+            )
+            .await;
+        let callers: std::collections::BTreeMap<String, u64> = r.body["spend"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["quota_id"] == per_caller.as_str())
+            .map(|c| {
+                (
+                    c["caller"].as_str().unwrap_or_default().to_string(),
+                    c["micros"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        if callers.values().sum::<u64>() >= expected {
+            assert_eq!(
+                callers,
+                [
+                    (format!("agent:{other}"), CALL_MICROS),
+                    ("user:u1".to_string(), n as u64 * CALL_MICROS),
+                    ("user:u2".to_string(), m as u64 * CALL_MICROS),
+                ]
+                .into_iter()
+                .collect(),
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "recorded {callers:?}, expected {expected} in all"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
