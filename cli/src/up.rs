@@ -92,6 +92,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     };
     let cp = portcullis_controlplane::start(cp_config).await?;
     let boot = cp.bootstrap.clone();
+    boot.announce();
     let store = cp.app.store.clone();
     let (deployment_id, token) =
         deployment_token(&store, &boot.workspace_id, &args.data_dir).await?;
@@ -128,9 +129,6 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             boot.default_gateway_id
         );
         println!("  admin key file:  {}", boot.admin_key_path.display());
-        if let Some(key) = &boot.new_admin_key {
-            println!("  admin key (shown once): {key}");
-        }
     }
 
     telemetry::shutdown_signal().await;

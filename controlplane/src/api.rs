@@ -98,7 +98,10 @@ where
         access,
         call: Box::new(move |ctx, body| {
             Box::pin(async move {
-                let req: Req = parse_body(&body)?;
+                // Bodies of the sync service are the gateway's own, written without empty
+                // strings for absent fields; only bodies people and clients send are scanned.
+                let empty_is_absent = matches!(access, Access::Platform(_));
+                let req: Req = parse_body(&body, empty_is_absent.then_some(Req::EMPTY_IS_A_VALUE))?;
                 check_workspace(&ctx, req.workspace_id())?;
                 let reply = handler(ctx, req).await?;
                 serde_json::to_value(reply).map_err(|e| ApiError::Internal(e.to_string()))
@@ -139,24 +142,47 @@ async fn read_body(body: Body) -> ApiResult<Bytes> {
     Ok(Bytes::from(buf))
 }
 
-fn parse_body<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+/// Parses a request body into its type, naming the field that is wrong. With `keep_empty`,
+/// an empty string in a top-level field not listed there counts as not sent (proto3 JSON's
+/// rule: an empty string and a missing field are the same).
+fn parse_body<T: DeserializeOwned>(body: &[u8], keep_empty: Option<&[&str]>) -> ApiResult<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("the request body is empty; send a JSON object"));
     }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let has_empty = body.windows(2).any(|w| w == b"\"\"");
+    let result = match keep_empty {
+        Some(keep) if has_empty => {
+            let mut value: Value = serde_json::from_slice(body).map_err(|e| {
+                invalid(format!(
+                    "invalid request body: {}",
+                    strip_position(&e.to_string())
+                ))
+            })?;
+            if let Value::Object(fields) = &mut value {
+                fields.retain(|k, v| v.as_str() != Some("") || keep.contains(&k.as_str()));
+            }
+            serde_path_to_error::deserialize(value)
+        }
+        _ => {
+            let mut de = serde_json::Deserializer::from_slice(body);
+            let parsed = serde_path_to_error::deserialize(&mut de);
+            if parsed.is_ok() {
+                de.end().map_err(|_| {
+                    invalid("invalid request body: trailing data after the JSON object")
+                })?;
+            }
+            parsed
+        }
+    };
+    result.map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
-        let detail = strip_position(&inner.to_string());
+        let detail = strip_position(&e.into_inner().to_string());
         if path == "." {
             invalid(format!("invalid request body: {detail}"))
         } else {
             invalid(format!("invalid request body: field {path}: {detail}"))
         }
-    })?;
-    de.end()
-        .map_err(|_| invalid("invalid request body: trailing data after the JSON object"))?;
-    Ok(value)
+    })
 }
 
 /// serde_json appends " at line 1 column 42"; the field path says more.
@@ -253,7 +279,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 
 async fn fallback() -> Response {
     let err = ConnectError::new(
-        Code::NotFound,
+        Code::Unimplemented,
         "no such route; operations are POST /<service>/<Operation>",
     );
     connect_response(&err, "")
@@ -356,11 +382,11 @@ async fn run(
     request_id: &str,
     who: &mut Option<Arc<Principal>>,
 ) -> ApiResult<Value> {
-    let operation = app
-        .registry
-        .operations
-        .get(path)
-        .ok_or_else(|| ApiError::NotFound(format!("unknown operation {path}")))?;
+    let operation = app.registry.operations.get(path).ok_or_else(|| {
+        ApiError::Unimplemented(format!(
+            "unknown operation {path}: this server does not implement it"
+        ))
+    })?;
     if let Input::Connect(_) = input {
         let content_type = headers
             .get(header::CONTENT_TYPE)
@@ -404,19 +430,53 @@ mod tests {
 
     #[test]
     fn parse_errors_name_the_field() {
-        let err = parse_body::<Req>(br#"{"workspace_id": "w", "count": "x"}"#).unwrap_err();
+        let parse = |body: &[u8]| parse_body::<Req>(body, Some(&[]));
+        let err = parse(br#"{"workspace_id": "w", "count": "x"}"#).unwrap_err();
         assert!(err.to_string().contains("field count"), "{err}");
-        let err = parse_body::<Req>(br#"{"workspace_id": "w", "extra": 1}"#).unwrap_err();
+        let err = parse(br#"{"workspace_id": "w", "extra": 1}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field `extra`"), "{err}");
-        let err = parse_body::<Req>(br#"{}"#).unwrap_err();
+        let err = parse(br#"{}"#).unwrap_err();
         assert!(
             err.to_string().contains("missing field `workspace_id`"),
             "{err}"
         );
-        let err = parse_body::<Req>(b"").unwrap_err();
+        let err = parse(b"").unwrap_err();
         assert!(err.to_string().contains("empty"), "{err}");
-        let err = parse_body::<Req>(br#"{"workspace_id": "w"} {}"#).unwrap_err();
+        let err = parse(br#"{"workspace_id": "w"} {}"#).unwrap_err();
         assert!(err.to_string().contains("trailing"), "{err}");
+        let err = parse(br#"{"workspace_id": "w", "count": 1} {"a": ""}"#).unwrap_err();
+        assert!(err.to_string().contains("trailing"), "{err}");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Optional {
+        #[serde(default)]
+        workspace_id: Option<String>,
+        #[serde(default)]
+        token_ttl: Option<String>,
+        #[serde(default)]
+        labels: Option<std::collections::BTreeMap<String, String>>,
+    }
+
+    #[test]
+    fn empty_strings_are_absent_unless_they_are_a_value() {
+        let body = br#"{"workspace_id": "", "token_ttl": "", "labels": {"a": ""}}"#;
+        let got = parse_body::<Optional>(body, Some(&[])).unwrap();
+        assert_eq!((got.workspace_id, got.token_ttl), (None, None));
+        assert_eq!(got.labels.unwrap()["a"], "", "nested values are left alone");
+        let got = parse_body::<Optional>(body, Some(&["token_ttl"])).unwrap();
+        assert_eq!(
+            got.token_ttl.as_deref(),
+            Some(""),
+            "declared as a value of its own"
+        );
+        let got = parse_body::<Optional>(body, None).unwrap();
+        assert_eq!(
+            got.workspace_id.as_deref(),
+            Some(""),
+            "sync bodies are taken as sent"
+        );
     }
 
     #[test]

@@ -26,6 +26,25 @@ pub struct Bootstrap {
     pub new_admin_key: Option<String>,
 }
 
+impl Bootstrap {
+    /// On the start that created the admin key, prints it once on standard output with where
+    /// it is stored (DESIGN §11); later starts print nothing. Logs name the file, never the key.
+    pub fn announce(&self) {
+        let Some(key) = &self.new_admin_key else {
+            return;
+        };
+        tracing::info!(path = %self.admin_key_path.display(), "Admin platform key created.");
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "Admin platform key (shown once): {key}\nIt is stored in {} (mode 0600); the \
+             portcullis command reads it from there.",
+            self.admin_key_path.display()
+        );
+        let _ = out.flush();
+    }
+}
+
 /// Writes a file only the owner can read.
 pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     let mut options = std::fs::OpenOptions::new();

@@ -21,6 +21,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     AlreadyExists(String),
+    /// No such service or operation.
+    #[error("{0}")]
+    Unimplemented(String),
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]
@@ -59,6 +62,7 @@ impl ApiError {
             ApiError::PermissionDenied(m) => (Code::PermissionDenied, m.clone()),
             ApiError::NotFound(m) => (Code::NotFound, m.clone()),
             ApiError::AlreadyExists(m) => (Code::AlreadyExists, m.clone()),
+            ApiError::Unimplemented(m) => (Code::Unimplemented, m.clone()),
             ApiError::Unavailable(m) => (Code::Unavailable, m.clone()),
             ApiError::Internal(_) => (
                 Code::Internal,

@@ -1,6 +1,5 @@
 //! `portcullis-controlplane`: runs the control plane alone.
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -57,24 +56,8 @@ async fn main() -> anyhow::Result<()> {
         tracing::debug!("JSON logs enabled.");
     }
     let running = portcullis_controlplane::start(config).await?;
-    announce(&running.bootstrap);
+    running.bootstrap.announce();
     portcullis_shared::telemetry::shutdown_signal().await;
     tracing::info!("Shutting down.");
     running.shutdown().await
-}
-
-/// Shows a newly created admin key once, on an interactive terminal only; logs name the file.
-fn announce(bootstrap: &portcullis_controlplane::Bootstrap) {
-    if let Some(key) = &bootstrap.new_admin_key {
-        tracing::info!(path = %bootstrap.admin_key_path.display(), "Admin platform key created.");
-        if std::io::stdout().is_terminal() {
-            #[allow(clippy::print_stdout)]
-            {
-                println!(
-                    "Admin platform key (shown once, also in {}):\n  {key}",
-                    bootstrap.admin_key_path.display()
-                );
-            }
-        }
-    }
 }

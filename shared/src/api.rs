@@ -24,6 +24,11 @@ pub mod service {
 
 /// Every request body names its workspace; the server checks it against the caller's key.
 pub trait WorkspaceScoped {
+    /// Top-level fields where an empty string is a value of its own (it clears or resets the
+    /// stored one, as an update's `token_ttl` does). Everywhere else an empty string means the
+    /// field was not sent, as in proto3 JSON.
+    const EMPTY_IS_A_VALUE: &'static [&'static str] = &[];
+
     /// The workspace the request is for; `None` only where the operation allows omitting it.
     fn workspace_id(&self) -> Option<&str>;
 }
@@ -36,5 +41,14 @@ macro_rules! scoped {
             }
         }
     )*};
+    ($ty:ty, empty_is_a_value: [$($field:literal),* $(,)?]) => {
+        impl $crate::api::WorkspaceScoped for $ty {
+            const EMPTY_IS_A_VALUE: &'static [&'static str] = &[$($field),*];
+
+            fn workspace_id(&self) -> Option<&str> {
+                Some(&self.workspace_id)
+            }
+        }
+    };
 }
 pub(crate) use scoped;

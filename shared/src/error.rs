@@ -13,6 +13,8 @@ pub enum Code {
     NotFound,
     AlreadyExists,
     ResourceExhausted,
+    /// The server does not implement this service or operation.
+    Unimplemented,
     Unavailable,
     Internal,
 }
@@ -27,6 +29,7 @@ impl Code {
             Code::NotFound => "not_found",
             Code::AlreadyExists => "already_exists",
             Code::ResourceExhausted => "resource_exhausted",
+            Code::Unimplemented => "unimplemented",
             Code::Unavailable => "unavailable",
             Code::Internal => "internal",
         }
@@ -37,7 +40,7 @@ impl Code {
             Code::InvalidArgument | Code::FailedPrecondition => 400,
             Code::Unauthenticated => 401,
             Code::PermissionDenied => 403,
-            Code::NotFound => 404,
+            Code::NotFound | Code::Unimplemented => 404,
             Code::AlreadyExists => 409,
             Code::ResourceExhausted => 429,
             Code::Unavailable => 503,

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod canonical;
 pub mod config;
 pub mod error;
 pub mod keys;

@@ -29,14 +29,13 @@ pub fn operations() -> Vec<(&'static str, Operation)> {
     ]
 }
 
-/// 1,000,000 USD: a limit past this is a typo, not a budget.
-const MAX_LIMIT_MICROS: u64 = 1_000_000 * 1_000_000;
 const SCOPES: [&str; 1] = ["total"];
 
 fn check_limit(limit: u64) -> ApiResult<i64> {
     if limit > MAX_LIMIT_MICROS {
         return Err(invalid(format!(
-            "limit_micros must be at most {MAX_LIMIT_MICROS} (1,000,000 USD)"
+            "limit_micros must be at most {MAX_LIMIT_MICROS} (2^53 - 1 micro-USD, the largest \
+             integer every JSON client holds exactly)"
         )));
     }
     i64::try_from(limit).map_err(|_| invalid("limit_micros is too large"))

@@ -339,8 +339,18 @@ pub struct ListAgentKeysResponse {
 }
 
 scoped!(
-    RegisterAgentRequest,
     UpdateAgentRequest,
+    empty_is_a_value: [
+        "token_ttl",
+        "actas_method",
+        "actas_provider_id",
+        "actas_oidc_url",
+        "actas_hmac_secret",
+        "actas_config_name",
+    ]
+);
+scoped!(
+    RegisterAgentRequest,
     GetAgentRequest,
     ListAgentsRequest,
     AgentLifecycleRequest,

@@ -211,9 +211,9 @@ pub struct ListGatewaysResponse {
     pub gateways: Vec<Gateway>,
 }
 
+scoped!(UpdateGatewayRequest, empty_is_a_value: ["description"]);
 scoped!(
     CreateGatewayRequest,
-    UpdateGatewayRequest,
     GatewayIdRequest,
     ListGatewaysRequest,
     SetGatewayStateRequest,

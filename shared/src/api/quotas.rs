@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 use super::common::empty_as_none;
 use super::scoped;
 
+/// The largest quota limit: 2⁵³ − 1 micro-USD (about 9 billion USD), the largest integer every
+/// JSON client holds exactly.
+pub const MAX_LIMIT_MICROS: u64 = (1 << 53) - 1;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QuotaSubject {

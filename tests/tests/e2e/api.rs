@@ -15,11 +15,73 @@ async fn model_count(cp: &ControlPlane) -> usize {
 
 on_both_backends!(
     bad_input_is_refused_and_changes_nothing,
+    empty_strings_are_absent,
     authentication,
     roles_map_to_permissions,
     health_ready_metrics,
     state_survives_restart
 );
+
+/// In Connect's proto3 JSON an empty string and a missing field are the same.
+async fn empty_strings_are_absent(cp: &ControlPlane) {
+    let me = cp
+        .ok(MGMT, "GetIdentity", json!({"workspace_id": ""}))
+        .await;
+    assert_eq!(
+        me["identity"]["workspace_id"],
+        cp.workspace_id.as_str(),
+        "{me}"
+    );
+    cp.ok(
+        AGENTS,
+        "RegisterAgent",
+        cp.body(json!({"name": "bot", "parent_id": "", "token_ttl": ""})),
+    )
+    .await;
+    let a = cp
+        .ok(
+            AGENTS,
+            "GetAgent",
+            cp.body(json!({"agent_id": "bot", "gateway_id": ""})),
+        )
+        .await;
+    assert_eq!(a["agent"]["token_ttl"], "10m", "{a}");
+    let m = cp
+        .ok(
+            MGMT,
+            "CreateLLMModelConnection",
+            cp.body(
+                json!({"name": "m", "provider": "openai", "provider_config": {"model": "x"},
+                "auth_method": "", "credential_type": ""}),
+            ),
+        )
+        .await;
+    assert_eq!(m["model"]["auth_method"], "api-key", "{m}");
+    // Where the spec gives an empty string a meaning of its own, it keeps it.
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "bot", "token_ttl": "1h"})),
+    )
+    .await;
+    let a = cp
+        .ok(
+            AGENTS,
+            "UpdateAgent",
+            cp.body(json!({"agent_id": "bot", "token_ttl": ""})),
+        )
+        .await;
+    assert_eq!(a["agent"]["token_ttl"], "10m", "an empty token_ttl resets");
+    // A required field sent empty is missing, and says so.
+    cp.call(
+        MGMT,
+        "GetLLMModelConnection",
+        cp.body(json!({"connection_id": ""})),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("connection_id");
+}
 
 async fn bad_input_is_refused_and_changes_nothing(cp: &ControlPlane) {
     let op = "svc.mgmt.v1.ManagementService/CreateLLMModelConnection";
@@ -97,13 +159,22 @@ async fn bad_input_is_refused_and_changes_nothing(cp: &ControlPlane) {
         "no refused request created anything"
     );
 
+    // Connect's code for a procedure the server does not have is `unimplemented` (HTTP 404),
+    // distinct from `not_found` for a missing resource.
     cp.call(MGMT, "Frobnicate", cp.body(json!({})))
         .await
-        .expect_error("not_found", 404)
+        .expect_error("unimplemented", 404)
         .mentions("unknown operation");
     cp.call("svc.nope.v1.Nope", "List", cp.body(json!({})))
         .await
-        .expect_error("not_found", 404);
+        .expect_error("unimplemented", 404);
+    cp.call(
+        MGMT,
+        "GetLLMModelConnection",
+        cp.body(json!({"connection_id": uuid::Uuid::new_v4().to_string()})),
+    )
+    .await
+    .expect_error("not_found", 404);
     let reply = cp.get("svc.mgmt.v1.ManagementService/ListGateways").await;
     assert!(
         (400..500).contains(&reply.status),

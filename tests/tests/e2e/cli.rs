@@ -29,18 +29,80 @@ async fn cli(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, S
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quick_start_with_portcullis_up() {
-    let dir = tempfile::tempdir().unwrap();
+/// `portcullis up` on port 0 in `dir`.
+fn up(dir: &Path) -> Spawned {
     let mut up = Command::new(bin("portcullis"));
-    up.current_dir(dir.path()).args([
+    up.current_dir(dir).args([
         "up",
         "--control-listen",
         "127.0.0.1:0",
         "--gateway-listen",
         "127.0.0.1:0",
     ]);
-    let mut up = Spawned::spawn(up);
+    Spawned::spawn(up)
+}
+
+/// `portcullis up` prints the admin key on its first start only, with where it is stored,
+/// whether or not its output is a terminal; so does the control plane alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_key_is_printed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = up(dir.path());
+    first.wait_listening("portcullis up").await;
+    let key_path = dir.path().join(".portcullis/admin.key");
+    let mut logs = String::new();
+    for _ in 0..200 {
+        logs = first.logs();
+        if logs.contains("portcullis command reads it") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let key = std::fs::read_to_string(&key_path)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(key.starts_with("svc_pk_"));
+    assert!(
+        logs.contains(&format!("Admin platform key (shown once): {key}")),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("admin.key"),
+        "it says where the key is stored"
+    );
+    assert_eq!(
+        logs.matches(&key).count(),
+        1,
+        "printed once, never logged: {logs}"
+    );
+    first.terminate().await;
+
+    let mut again = up(dir.path());
+    again.wait_listening("portcullis up").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !again.logs().contains(&key) && !again.logs().contains("shown once"),
+        "a later start does not print it: {}",
+        again.logs()
+    );
+    again.terminate().await;
+
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    assert_eq!(
+        cp.logs()
+            .matches(&format!("Admin platform key (shown once): {}", cp.key))
+            .count(),
+        1,
+        "{}",
+        cp.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_start_with_portcullis_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = up(dir.path());
     up.wait_listening("portcullis up").await;
     let endpoints_path = dir.path().join(".portcullis/endpoints.json");
     for _ in 0..200 {

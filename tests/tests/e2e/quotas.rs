@@ -14,8 +14,54 @@ on_both_backends!(
     updates_keep_omitted_fields_and_never_move_the_subject,
     delete_and_cascades,
     the_free_plan_creates_none,
-    gateway_variants_touch_gateway_quotas_only
+    gateway_variants_touch_gateway_quotas_only,
+    limits_reach_two_to_the_53
 );
+
+/// No cap beyond what every JSON client holds exactly: 2⁵³ − 1 micro-USD.
+async fn limits_reach_two_to_the_53(cp: &ControlPlane) {
+    let i = ids(cp).await;
+    const MAX: u64 = (1 << 53) - 1;
+    let big = create(
+        cp,
+        json!({"subject_type": "workspace", "limit_micros": 5_000_000_000_000u64}),
+    )
+    .await;
+    assert_eq!(
+        big["limit_micros"], 5_000_000_000_000u64,
+        "5,000,000 USD is a budget"
+    );
+    let id = big["quota_id"].as_str().unwrap();
+    let u = cp
+        .ok(
+            MGMT,
+            "UpdateLLMQuota",
+            cp.body(json!({"quota_id": id, "limit_micros": MAX})),
+        )
+        .await;
+    assert_eq!(u["quota"]["limit_micros"], MAX);
+    for body in [
+        json!({"quota_id": id, "limit_micros": MAX + 1}),
+        json!({"quota_id": id, "limit_micros": -1}),
+        json!({"quota_id": id, "limit_micros": 1.5}),
+    ] {
+        cp.call(MGMT, "UpdateLLMQuota", cp.body(body))
+            .await
+            .expect_error("invalid_argument", 400)
+            .mentions("limit_micros");
+    }
+    cp.call(
+        MGMT,
+        "CreateLLMQuota",
+        cp.body(json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": MAX + 1})),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("9007199254740991");
+    let listed = list(cp).await;
+    assert_eq!(listed.len(), 1, "refused requests created nothing");
+    assert_eq!(listed[0]["limit_micros"], MAX, "and changed nothing");
+}
 
 struct Ids {
     agent: String,
@@ -213,7 +259,7 @@ async fn subject_rules(cp: &ControlPlane) {
             "limit_micros",
         ),
         (
-            json!({"subject_type": "workspace", "limit_micros": 2_000_000_000_000_000u64}),
+            json!({"subject_type": "workspace", "limit_micros": 9_007_199_254_740_992u64}),
             "invalid_argument",
             "limit_micros",
         ),
