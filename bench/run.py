@@ -9,7 +9,11 @@ against the upstream directly and through the gateway:
   * a fixed rate of 1,000 requests/s (open loop): p50 and p99, and the gateway's added latency
   * streaming: time to first byte, one request at a time (tests/src/bin/ttfb.rs)
 
-and the gateway's peak RSS. Prints a Markdown table and writes bench/results/latest.json.
+and the gateway's peak RSS. It also measures, alternately within the run so the VM's drift
+cancels: audit on versus off, quota enforcement, a call translated from OpenAI's shape to an
+Anthropic-shaped upstream against the same call passed through, and — with
+PORTCULLIS_BENCH_BASELINE=DIR holding an earlier build's `portcullis-gateway` — that build
+against this one. Prints a Markdown table and writes bench/results/latest.json.
 Run it through bench/run.sh, which builds what it needs.
 """
 import json
@@ -29,6 +33,8 @@ CONCURRENCY = int(os.environ.get("PORTCULLIS_BENCH_CONCURRENCY", "32"))
 RATE = int(os.environ.get("PORTCULLIS_BENCH_RATE", "1000"))
 TTFB_COUNT = os.environ.get("PORTCULLIS_BENCH_TTFB_COUNT", "2000")
 BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "Say hello."}]})
+CLAUDE_BODY = json.dumps({"model": "bench-claude", "messages": [{"role": "user", "content": "Say hello."}]})
+BASELINE = os.environ.get("PORTCULLIS_BENCH_BASELINE")
 PROCS = []
 
 
@@ -68,9 +74,9 @@ def peak_rss_mib(pid):
     return float("nan")
 
 
-def oha(url, key, extra):
+def oha(url, key, extra, body=BODY):
     args = [OHA, "--no-tui", "--output-format", "json", "-z", DURATION, "-m", "POST",
-            "-H", "Content-Type: application/json", "-d", BODY, *extra, url]
+            "-H", "Content-Type: application/json", "-d", body, *extra, url]
     if key:
         args[1:1] = ["-H", f"Authorization: Bearer {key}"]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
@@ -228,10 +234,79 @@ def main():
         results[f"{name}_saturation"] = oha(url, q_key, ["-c", str(CONCURRENCY)])
         results[f"{name}_cpu_us_per_request"] = (cpu_seconds(pid) - before) / max(results[f"{name}_saturation"]["requests"], 1) * 1e6
     results["quota_saturation_non_2xx"] = sum(results[n]["requests"] - results[n]["ok"] for n in ("quota_saturation", "quota_redis_saturation"))
+    translation(results, base, key, ws, gid, fake_addr, gw, gw_url, agent_key)
+    if BASELINE:
+        baseline(results, base, token, tmp, gw, gw_url, agent_key, gid)
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "latest.json"), "w") as f:
         json.dump(results, f, indent=2)
     print(table(results))
+
+
+def saturation_cpu(results, name, url, key, pid, body=BODY):
+    before = cpu_seconds(pid)
+    results[f"{name}_saturation"] = run = oha(url, key, ["-c", str(CONCURRENCY)], body)
+    results[f"{name}_cpu_us_per_request"] = (cpu_seconds(pid) - before) / max(run["requests"], 1) * 1e6
+
+
+def translation(results, base, key, ws, gid, fake_addr, gw, gw_url, agent_key):
+    """The same gateway and agent, a model whose upstream speaks Anthropic's Messages API (the
+    fake's /v1/messages): OpenAI's shape in, Anthropic's out and back. Alternated with the
+    pass-through model at a fixed rate, then saturation with CPU per request for each."""
+    claude = call(base, key, "CreateLLMModelConnection", {
+        "workspace_id": ws, "name": "bench-claude", "provider": "anthropic",
+        "provider_config": {"model": "claude-sonnet-4-5", "base_url": f"http://{fake_addr}"},
+        "secret_values": {"x-api-key": "sk-ant-bench-upstream"}})
+    call(base, key, "AddGatewayModel", {"workspace_id": ws, "gateway_id": gid, "connection_id": claude["connection_id"]})
+    call(base, key, "UpdateAgent", {"workspace_id": ws, "agent_id": "bench",
+                                    "allowed_direct_model_names": ["bench", "bench-claude"]})
+    time.sleep(2)
+    passed, translated = [], []
+    for _ in range(3):
+        passed.append(oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)]))
+        translated.append(oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)], CLAUDE_BODY))
+    results["passthrough_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in passed)[1]
+    results["translated_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in translated)[1]
+    results["translated_non_2xx"] = sum(x["requests"] - x["ok"] for x in translated)
+    saturation_cpu(results, "passthrough", gw_url, agent_key, gw.pid)
+    saturation_cpu(results, "translated", gw_url, agent_key, gw.pid, CLAUDE_BODY)
+    results["translated_non_2xx"] += results["translated_saturation"]["requests"] - results["translated_saturation"]["ok"]
+
+
+def baseline(results, base, token, tmp, gw, gw_url, agent_key, gid):
+    """An earlier build of the gateway (PORTCULLIS_BENCH_BASELINE/portcullis-gateway), for the
+    same deployment, alternated with this one: fixed rate three times each, then saturation."""
+    old, old_addr = start([f"{BASELINE}/portcullis-gateway", "--control-plane-url", base, "--listen", "127.0.0.1:0",
+                           "--data-dir", f"{tmp}/gw-baseline"], f"{tmp}/gw-baseline.log",
+                          {"PORTCULLIS_TOKEN": token, "RUST_LOG": "warn,portcullis_gateway=info"})
+    time.sleep(2)
+    old_url = f"http://{old_addr}/gateways/{gid}/v1/chat/completions"
+    before, after = [], []
+    for _ in range(3):
+        before.append(oha(old_url, agent_key, ["-c", "16", "-q", str(RATE)]))
+        after.append(oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)]))
+    results["baseline_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in before)[1]
+    results["current_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in after)[1]
+    for _ in range(2):
+        saturation_cpu(results, "baseline", old_url, agent_key, old.pid)
+        saturation_cpu(results, "current", gw_url, agent_key, gw.pid)
+    results["baseline_dir"] = BASELINE
+
+
+def extra_rows(r, df):
+    rows = []
+    if "translated_saturation" in r:
+        rows += [
+            f"| translated OpenAI → Anthropic vs passed through: {r['rate']} requests/s, added p50 ms (median of 3 alternating runs) | | {r['passthrough_fixed_rate_p50_ms'] - df['p50_ms']:.3f} → {r['translated_fixed_rate_p50_ms'] - df['p50_ms']:.3f} | {(r['translated_fixed_rate_p50_ms'] - r['passthrough_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
+            f"| translated vs passed through: saturation requests/s, gateway CPU per request | | {r['passthrough_saturation']['rps']:.0f}, {r['passthrough_cpu_us_per_request']:.0f} µs / {r['translated_saturation']['rps']:.0f}, {r['translated_cpu_us_per_request']:.0f} µs | {r['translated_cpu_us_per_request'] - r['passthrough_cpu_us_per_request']:+.0f} µs |",
+            f"| translated non-2xx replies | | {r['translated_non_2xx']} | |",
+        ]
+    if "baseline_saturation" in r:
+        rows += [
+            f"| before → after ({os.path.basename(r['baseline_dir'].rstrip('/'))} → this build): {r['rate']} requests/s, added p50 ms (median of 3 alternating runs) | | {r['baseline_fixed_rate_p50_ms'] - df['p50_ms']:.3f} → {r['current_fixed_rate_p50_ms'] - df['p50_ms']:.3f} | {(r['current_fixed_rate_p50_ms'] - r['baseline_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
+            f"| before → after: saturation requests/s, gateway CPU per request (last of two alternating runs) | | {r['baseline_saturation']['rps']:.0f}, {r['baseline_cpu_us_per_request']:.0f} µs → {r['current_saturation']['rps']:.0f}, {r['current_cpu_us_per_request']:.0f} µs | {r['current_cpu_us_per_request'] - r['baseline_cpu_us_per_request']:+.0f} µs |",
+        ]
+    return rows
 
 
 def machine():
@@ -271,6 +346,7 @@ def table(r):
         f"| quotas on: saturation requests/s, gateway CPU per request (in memory / Redis) | | {r['quota_saturation']['rps']:.0f}, {r['quota_cpu_us_per_request']:.0f} µs / {r['quota_redis_saturation']['rps']:.0f}, {r['quota_redis_cpu_us_per_request']:.0f} µs | {r['quota_cpu_us_per_request'] - r['gateway_cpu_us_per_request']:+.0f} / {r['quota_redis_cpu_us_per_request'] - r['gateway_cpu_us_per_request']:+.0f} µs vs no quota |",
         f"| quota-bound non-2xx replies (fixed rate / saturation) | | {r['quota_fixed_rate_non_2xx']} / {r['quota_saturation_non_2xx']} | |",
         f"| non-2xx replies (saturation / fixed rate / MCP) | {ds['requests'] - ds['ok']} / {df['requests'] - df['ok']} / {dm['requests'] - dm['ok']} | {gs['requests'] - gs['ok']} / {gf['requests'] - gf['ok']} / {gm['requests'] - gm['ok']} | |",
+        *extra_rows(r, df),
     ]
     return "\n".join(rows) + f"\n\nMachine: {r['machine']}; {r['duration']} per run.\n"
 

@@ -70,11 +70,20 @@ pub fn api_key_secret(provider_id: &str, key: &str) -> anyhow::Result<(String, S
             provider::known_ids()
         )
     })?;
-    if let SecretShape::Fields(fields) = p.secret_shape {
-        bail!(
+    match p.secret_shape {
+        // A Bedrock API key is a bearer token.
+        SecretShape::Fields(_) if provider_id == "bedrock" => {
+            return Ok(("Authorization".into(), format!("Bearer {key}")));
+        }
+        SecretShape::Fields(_) if provider_id == "vertex" => bail!(
+            "vertex takes a service account, not an API key: use --service-account-file, or \
+             --auth-method none for the gateway's own Google identity"
+        ),
+        SecretShape::Fields(fields) => bail!(
             "provider {provider_id} takes cloud credentials, not an API key; use --secret with {}",
             fields.join(", ")
-        );
+        ),
+        SecretShape::Headers => {}
     }
     let (header, scheme) = p.api_key_header;
     Ok((header.to_string(), format!("{scheme}{key}")))
@@ -138,17 +147,36 @@ pub fn quota_window(s: &str) -> Result<portcullis_shared::api::quotas::QuotaWind
         .ok_or_else(|| "one of daily, monthly".to_string())
 }
 
-/// USD as given on the command line (`25`, `0.50`, `$3`) → micro-USD.
+/// USD as given on the command line (`25`, `0.50`, `$3`, `1,000,000`) → micro-USD, exactly
+/// (no floating point): at most six decimal places, at most the API's largest limit.
 pub fn usd(s: &str) -> Result<u64, String> {
-    let v: f64 = s
-        .trim()
-        .trim_start_matches('$')
-        .parse()
-        .map_err(|_| format!("{s:?} is not an amount of USD"))?;
-    if !v.is_finite() || !(0.0..=1_000_000.0).contains(&v) {
-        return Err("the limit is between 0 and 1,000,000 USD".into());
+    let text: String = s.trim().trim_start_matches('$').replace(',', "");
+    let bad = || format!("{s:?} is not an amount of USD (for example 25 or 0.50)");
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || !whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return Err(bad());
     }
-    Ok((v * 1_000_000.0).round() as u64)
+    if fraction.len() > 6 {
+        return Err(format!("{s:?}: at most six decimal places (one micro-USD)"));
+    }
+    let max = portcullis_shared::api::quotas::MAX_LIMIT_MICROS;
+    let too_large = || format!("{s:?}: the largest limit is {max} micro-USD");
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| too_large())?
+    };
+    let fraction: u64 = format!("{fraction:0<6}").parse().map_err(|_| bad())?;
+    whole
+        .checked_mul(1_000_000)
+        .and_then(|w| w.checked_add(fraction))
+        .filter(|m| *m <= max)
+        .ok_or_else(too_large)
 }
 
 #[cfg(test)]
@@ -160,7 +188,24 @@ mod tests {
         assert_eq!(usd("2.50"), Ok(2_500_000));
         assert_eq!(usd("$3"), Ok(3_000_000));
         assert_eq!(usd("0.000001"), Ok(1));
-        assert!(usd("-1").is_err() && usd("ten").is_err() && usd("2000000").is_err());
+        assert_eq!(
+            usd("2,000,000"),
+            Ok(2_000_000_000_000),
+            "budgets past 1,000,000 USD"
+        );
+        assert_eq!(usd(".5"), Ok(500_000));
+        assert_eq!(usd("9007199254.740991"), Ok((1 << 53) - 1));
+        for bad in [
+            "-1",
+            "ten",
+            "",
+            ".",
+            "1.0000001",
+            "9007199254.740992",
+            "1e3",
+        ] {
+            assert!(usd(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

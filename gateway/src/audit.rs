@@ -17,8 +17,8 @@ use portcullis_shared::audit::AuditEventV1;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 pub use events::{
-    base, denial_event, dropped_event, millis, pick, refused_event, resource, trace_id,
-    user_agent_class, Origin, PreAuth,
+    base, denial_event, dropped_event, millis, refused_event, resource, trace_id, user_agent_class,
+    Origin, PreAuth,
 };
 
 /// Events waiting for the writer; past this, emission drops and counts.

@@ -1,11 +1,26 @@
-//! Step two of a gateway request: who is calling. Only agent keys (`svc_…`) are accepted; the
-//! key's SHA-256 is looked up in the snapshot and compared in constant time.
+//! Step two of a gateway request: who is calling. Only agent keys (`svc_…`) are accepted, as
+//! `Authorization: Bearer`, or on Anthropic's route as `x-api-key`; the key's SHA-256 is
+//! looked up in the snapshot and compared in constant time.
 
 use portcullis_shared::api::agents::AgentStatus;
 use portcullis_shared::keys::{self, KeyKind};
 
 use crate::error::GatewayError;
 use crate::snapshot::{AgentEntry, Compiled};
+
+/// The key a caller presented: the bearer token of `Authorization`, else (where the route
+/// accepts it) the `x-api-key` value.
+pub fn presented<'a>(
+    authorization: Option<&'a [u8]>,
+    api_key: Option<&'a [u8]>,
+) -> Result<&'a str, GatewayError> {
+    match (authorization, api_key) {
+        (None, Some(key)) => std::str::from_utf8(key)
+            .map(str::trim)
+            .map_err(|_| GatewayError::Unauthenticated("malformed x-api-key header".into())),
+        (header, _) => bearer(header),
+    }
+}
 
 /// The bearer token of an `Authorization` header value.
 fn bearer(header: Option<&[u8]>) -> Result<&str, GatewayError> {
@@ -22,11 +37,7 @@ fn bearer(header: Option<&[u8]>) -> Result<&str, GatewayError> {
         })
 }
 
-pub fn authenticate<'a>(
-    snap: &'a Compiled,
-    header: Option<&[u8]>,
-) -> Result<&'a AgentEntry, GatewayError> {
-    let token = bearer(header)?;
+pub fn authenticate<'a>(snap: &'a Compiled, token: &str) -> Result<&'a AgentEntry, GatewayError> {
     match KeyKind::of(token) {
         Some(KeyKind::Agent) => {}
         Some(KeyKind::Platform | KeyKind::Deployment) => {

@@ -41,6 +41,9 @@ pub struct Config {
     /// `redis://…`: spend counters shared by every replica of the deployment; without it each
     /// replica counts alone (exact for one replica).
     pub spend_store: Option<String>,
+    /// Whether models may use this gateway's own cloud identity (AWS default chain, Google
+    /// application default credentials): only a self-hosted gateway in the customer's cloud.
+    pub cloud_identity: bool,
     pub log_format: LogFormat,
 }
 
@@ -76,13 +79,15 @@ impl Default for Config {
             audit: true,
             audit_spool_max_bytes: 256 * 1024 * 1024,
             spend_store: None,
+            cloud_identity: false,
             log_format: LogFormat::Text,
         }
     }
 }
 
-const ENV_KEYS: [&str; 16] = [
+const ENV_KEYS: [&str; 17] = [
     "allow_stdio_tools",
+    "cloud_identity",
     "spend_store",
     "audit",
     "audit_spool_max_bytes",

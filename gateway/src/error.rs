@@ -1,6 +1,84 @@
 //! Why a gateway request failed. [`crate::respond`] is the one place that turns these into
 //! responses in the caller's API shape.
 
+use bytes::Bytes;
+use serde_json::Value;
+
+/// The shape a caller's replies take: the API it called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// OpenAI: `{"error": {message, type, code, param}}`.
+    OpenAi,
+    /// Anthropic: `{"type": "error", "error": {type, message}}`.
+    Anthropic,
+    /// MCP: JSON-RPC errors.
+    JsonRpc,
+}
+
+/// An upstream refused the request itself (a 4xx about the request, not about the gateway):
+/// the caller hears it in its own shape, with the provider's scrubbed message.
+#[derive(Debug)]
+pub struct Refusal {
+    pub status: u16,
+    /// The model that refused.
+    pub model: String,
+    /// The provider's error type, when it gave one.
+    pub kind: String,
+    /// The provider's message, scrubbed of the stored credential.
+    pub message: String,
+    /// The provider's `Retry-After`.
+    pub retry_after: Option<String>,
+    /// The provider's own body, scrubbed, when it is already in a caller's shape: passed on
+    /// as it is to a caller of that shape.
+    pub body: Option<(Shape, Bytes)>,
+}
+
+/// A JSON-RPC error of the MCP endpoint, answered in-band (HTTP 200).
+#[derive(Debug, Clone)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+    /// Set when a rule or the catalog refused the call (audited as `access.denied`).
+    pub denial: Option<Denial>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+            denial: None,
+        }
+    }
+
+    pub fn denied(d: &Denial, request_id: &str) -> Self {
+        Self {
+            code: -32001,
+            message: d.reason.clone(),
+            data: Some(
+                serde_json::json!({"reason": d.reason, "reason_code": d.reason_code,
+                "determining_policy": d.determining_policy, "request_id": request_id}),
+            ),
+            denial: Some(d.clone()),
+        }
+    }
+
+    /// A failure of the gateway or the upstream, with a reason code.
+    pub fn gateway(message: String, reason_code: &str, request_id: &str) -> Self {
+        Self {
+            code: -32603,
+            data: Some(
+                serde_json::json!({"reason": message, "reason_code": reason_code,
+                "request_id": request_id}),
+            ),
+            message,
+            denial: None,
+        }
+    }
+}
+
 /// A policy denial's explanation, as the caller sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
@@ -35,12 +113,17 @@ pub enum GatewayError {
     Upstream(String),
     #[error("upstream timed out: {0}")]
     UpstreamTimeout(String),
+    #[error("model '{}' refused the request: {}", .0.model, .0.message)]
+    UpstreamRefused(Box<Refusal>),
     #[error("{message}")]
     QuotaExceeded {
         message: String,
         quota_id: String,
         resets_at: String,
     },
+    /// The model relies on the gateway's own cloud identity, which this gateway may not use.
+    #[error("{0}")]
+    CloudIdentityUnavailable(String),
     /// A quota applies but the model has no price: it would be charged zero.
     #[error("{0}")]
     Unpriced(String),
@@ -58,13 +141,32 @@ impl GatewayError {
             | GatewayError::Unsupported(_)
             | GatewayError::TooLarge(_) => 400,
             GatewayError::Unauthenticated(_) => 401,
-            GatewayError::Forbidden(_) | GatewayError::Denied(_) | GatewayError::Unpriced(_) => 403,
+            GatewayError::Forbidden(_)
+            | GatewayError::Denied(_)
+            | GatewayError::Unpriced(_)
+            | GatewayError::CloudIdentityUnavailable(_) => 403,
             GatewayError::QuotaExceeded { .. } => 429,
             GatewayError::NotFound(_) | GatewayError::ModelNotFound(_) => 404,
             GatewayError::Upstream(_) => 502,
             GatewayError::NotReady | GatewayError::QuotaUnavailable(_) => 503,
             GatewayError::UpstreamTimeout(_) => 504,
+            GatewayError::UpstreamRefused(r) => r.status,
             GatewayError::Internal(_) => 500,
+        }
+    }
+
+    /// Anthropic's error `type` for this failure's status.
+    pub fn anthropic_type(&self) -> &'static str {
+        match self.status() {
+            400 | 422 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            503 => "overloaded_error",
+            504 => "timeout_error",
+            _ => "api_error",
         }
     }
 
@@ -82,8 +184,15 @@ impl GatewayError {
             GatewayError::NotReady => ("server_error", "not_ready"),
             GatewayError::Upstream(_) => ("upstream_error", "upstream_failed"),
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
+            GatewayError::UpstreamRefused(r) if r.status == 429 => {
+                ("rate_limit_error", "upstream_rate_limited")
+            }
+            GatewayError::UpstreamRefused(_) => ("invalid_request_error", "upstream_refused"),
             GatewayError::QuotaExceeded { .. } => ("insufficient_quota", "quota_exceeded"),
             GatewayError::Unpriced(_) => ("permission_error", "unpriced_model"),
+            GatewayError::CloudIdentityUnavailable(_) => {
+                ("permission_error", "cloud_identity_unavailable")
+            }
             GatewayError::QuotaUnavailable(_) => ("server_error", "quota_unavailable"),
             GatewayError::Internal(_) => ("server_error", "internal_error"),
         }

@@ -3,13 +3,16 @@
 //! publishes a new revision.
 //!
 //! Request path: [`server`] (accept, TLS) → [`proxy`] (pingora phases) → [`route`] →
-//! [`authn`] → [`actas`] → [`authz`] → [`llm`] (members, upstream, stream) → [`respond`].
+//! [`authn`] → [`actas`] → [`authz`] → [`llm`] (inbound API, members, translation, relay) or
+//! [`mcp`] → [`respond`] (every reply and error, in the caller's shape).
 //! Beside it: [`snapshot`] (compile, sync, last-known-good) and [`audit`] (spool, shipping).
 
 pub mod actas;
 pub mod audit;
 pub mod authn;
 pub mod authz;
+pub mod body;
+pub mod cloud;
 pub mod config;
 pub mod error;
 pub mod llm;
@@ -59,6 +62,15 @@ pub struct Gateway {
     pub shared_spend: std::sync::OnceLock<Arc<spend::shared::SharedSpend>>,
     /// Requests being answered now (shutdown waits for these, not for idle connections).
     pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// The gateway's own cloud identities, used only with `--cloud-identity`.
+    pub cloud: Cloud,
+}
+
+/// The gateway's own AWS and Google identities, loaded at first use.
+#[derive(Default)]
+pub struct Cloud {
+    pub aws: cloud::aws::Ambient,
+    pub google: cloud::google::Ambient,
 }
 
 thread_local! {
@@ -84,6 +96,7 @@ impl Gateway {
             in_flight: Arc::default(),
             spend: spend::Spend::default(),
             shared_spend: std::sync::OnceLock::new(),
+            cloud: Cloud::default(),
         }
     }
 

@@ -58,6 +58,12 @@ struct Args {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     log_format: Option<String>,
+    /// Use this gateway's own AWS and Google identity for Bedrock and Vertex models whose
+    /// auth method is `none` (the default credential chain, GOOGLE_APPLICATION_CREDENTIALS, the
+    /// metadata server). Without it such models answer 403 cloud_identity_unavailable.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    cloud_identity: bool,
 }
 
 fn main() -> anyhow::Result<()> {

@@ -12,7 +12,7 @@ use portcullis_shared::api::tools::ToolStatus;
 use portcullis_shared::policy::Action;
 use serde_json::{json, Value};
 
-use crate::error::{Denial, GatewayError};
+use crate::error::{Denial, GatewayError, RpcError};
 use crate::request::RequestCtx;
 use crate::{audit, authz, respond, Gateway};
 
@@ -20,128 +20,128 @@ pub use list::ToolsCache;
 
 const SUPPORTED_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
 
-/// A JSON-RPC error as the caller sees it.
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-    /// Set when a rule or the catalog refused the call (audited as `access.denied`).
-    pub denial: Option<Denial>,
-}
-
-impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            data: None,
-            denial: None,
-        }
-    }
-
-    fn denied(d: &Denial, request_id: &str) -> Self {
-        Self {
-            code: -32001,
-            message: d.reason.clone(),
-            data: Some(
-                json!({"reason": d.reason, "reason_code": d.reason_code, "determining_policy": d.determining_policy, "request_id": request_id}),
-            ),
-            denial: Some(d.clone()),
-        }
-    }
-
-    fn gateway(message: String, reason_code: &str, request_id: &str) -> Self {
-        Self {
-            code: -32603,
-            data: Some(
-                json!({"reason": message, "reason_code": reason_code, "request_id": request_id}),
-            ),
-            message,
-            denial: None,
-        }
-    }
-}
-
-/// The JSON-RPC error body of a gateway failure that happens before dispatch (auth, routing).
-pub fn error_body(err: &GatewayError, request_id: &str) -> Value {
-    let (_, code) = err.openai_type_and_code();
-    let mut data =
-        json!({"reason": err.to_string(), "reason_code": code, "request_id": request_id});
-    if let GatewayError::Denied(d) = err {
-        data["reason_code"] = json!(d.reason_code);
-        data["determining_policy"] = json!(d.determining_policy);
-    }
-    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": err.to_string(), "data": data}})
-}
-
-/// `POST …/mcp`.
+/// `POST …/mcp`. A request that fails outside a tool call (which records `tool.call`) is
+/// recorded as `mcp.request`.
 pub async fn handle(
     gw: &std::sync::Arc<Gateway>,
     session: &mut Session,
     rc: &RequestCtx<'_>,
 ) -> Result<(), GatewayError> {
-    let raw = crate::llm::read_body(session, gw.config.max_body_bytes).await?;
-    let message: Value = match serde_json::from_slice(&raw) {
-        Ok(v) => v,
-        Err(_) => {
-            return reply(
-                session,
-                rc,
-                Value::Null,
-                Err(RpcError::new(-32700, "parse error: the body is not JSON")),
-            )
-            .await
+    let raw = crate::body::read(session, gw.config.max_body_bytes)
+        .await
+        .inspect_err(|e| record_failure(gw, rc, "", -32600, &e.to_string()))?;
+    let (method, id, outcome) = match parse(&raw) {
+        Parsed::Notification => return accepted(session, rc).await,
+        Parsed::Request { method, id, params } => {
+            let outcome = dispatch(gw, rc, &method, &params).await;
+            (method, id, outcome)
         }
+        Parsed::Malformed(id, e) => (String::new(), id, Err(e)),
+    };
+    if let Err(e) = &outcome {
+        if method != "tools/call" {
+            record_failure(gw, rc, &method, e.code, &e.message);
+        }
+    }
+    reply(session, rc, id, outcome).await
+}
+
+/// What a request body holds.
+enum Parsed {
+    Request {
+        method: String,
+        id: Value,
+        params: Value,
+    },
+    /// A notification or a client's response: accepted, nothing to answer.
+    Notification,
+    /// Not a JSON-RPC request: answered with this error (and the id, when it has one).
+    Malformed(Value, RpcError),
+}
+
+/// Reads one JSON-RPC message.
+fn parse(raw: &[u8]) -> Parsed {
+    let Ok(message) = serde_json::from_slice::<Value>(raw) else {
+        return Parsed::Malformed(
+            Value::Null,
+            RpcError::new(-32700, "parse error: the body is not JSON"),
+        );
     };
     let Value::Object(request) = message else {
-        return reply(
-            session,
-            rc,
+        return Parsed::Malformed(
             Value::Null,
-            Err(RpcError::new(
+            RpcError::new(
                 -32600,
                 "invalid request: send one JSON-RPC object (batches are not supported)",
-            )),
-        )
-        .await;
+            ),
+        );
     };
     let id = request.get("id").cloned();
-    let Some(method) = request.get("method").and_then(Value::as_str) else {
-        // A response from the client (to a request we never send) or garbage.
-        return match id {
-            Some(id) => {
-                reply(
-                    session,
-                    rc,
-                    id,
-                    Err(RpcError::new(-32600, "invalid request: method is missing")),
-                )
-                .await
-            }
-            None => accepted(session, rc).await,
-        };
-    };
-    let Some(id) = id else {
-        // A notification: accepted, nothing to answer.
-        return accepted(session, rc).await;
-    };
-    let params = request.get("params").cloned().unwrap_or(Value::Null);
-    let outcome = match method {
-        "initialize" => Ok(initialize(&params)),
+    let method = request.get("method").and_then(Value::as_str);
+    match (method, id) {
+        (Some(method), Some(id)) => Parsed::Request {
+            method: method.to_string(),
+            id,
+            params: request.get("params").cloned().unwrap_or(Value::Null),
+        },
+        (None, Some(id)) => Parsed::Malformed(
+            id,
+            RpcError::new(-32600, "invalid request: method is missing"),
+        ),
+        // A notification, or a response from the client (to a request we never send).
+        (_, None) => Parsed::Notification,
+    }
+}
+
+async fn dispatch(
+    gw: &std::sync::Arc<Gateway>,
+    rc: &RequestCtx<'_>,
+    method: &str,
+    params: &Value,
+) -> Result<Value, RpcError> {
+    match method {
+        "initialize" => Ok(initialize(params)),
         "ping" => Ok(json!({})),
-        "tools/list" => list::tools_list(gw, rc, &params).await,
+        "tools/list" => list::tools_list(gw, rc, params).await,
         "tools/call" => {
             let started = std::time::Instant::now();
-            let outcome = call(gw, rc, &params).await;
+            let outcome = call(gw, rc, params).await;
             if gw.audit.enabled() {
                 gw.audit
-                    .emit(call_event(rc, &params, &outcome, started.elapsed()));
+                    .emit(call_event(rc, params, &outcome, started.elapsed()));
             }
             outcome
         }
         other => Err(RpcError::new(-32601, format!("method not found: {other}"))),
+    }
+}
+
+/// `mcp.request` for a request that failed outside a tool call: its method and JSON-RPC
+/// error (never its parameters).
+fn record_failure(gw: &Gateway, rc: &RequestCtx<'_>, method: &str, code: i64, message: &str) {
+    use portcullis_shared::audit::{results, types};
+    if !gw.audit.enabled() {
+        return;
+    }
+    let resource = audit::resource("gateway", &rc.gateway.id, &rc.gateway.name);
+    let mut e = audit::base(rc, types::MCP_REQUEST, results::ERROR, resource);
+    e.request.rpc_method = method.chars().take(100).collect();
+    let message: String = message.chars().take(500).collect();
+    let reason_code = match code {
+        -32700 => "parse_error",
+        -32600 => "invalid_request",
+        -32601 => "method_not_found",
+        -32602 => "invalid_params",
+        _ => "internal_error",
     };
-    reply(session, rc, id, outcome).await
+    e.payload = json!({
+        "method": e.request.rpc_method,
+        "gateway_id": rc.gateway.id,
+        "error": {"code": code, "message": message},
+        "reason_code": reason_code,
+    });
+    e.data_handling.omitted = vec!["request.params".into()];
+    gw.audit.emit(e);
 }
 
 fn initialize(params: &Value) -> Value {
@@ -180,16 +180,7 @@ async fn reply(
     id: Value,
     outcome: Result<Value, RpcError>,
 ) -> Result<(), GatewayError> {
-    let body = match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(e) => {
-            let mut error = json!({"code": e.code, "message": e.message});
-            if let Some(data) = e.data {
-                error["data"] = data;
-            }
-            json!({"jsonrpc": "2.0", "id": id, "error": error})
-        }
-    };
+    let body = respond::jsonrpc_reply(id, outcome);
     respond::json(session, 200, &body, rc.request_id, &rc.echo_headers(""))
         .await
         .map_err(|e| GatewayError::Internal(e.to_string()))

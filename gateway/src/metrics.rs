@@ -5,13 +5,13 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-const ROUTES: [&str; 4] = ["chat", "models", "mcp", "other"];
+const ROUTES: [&str; 5] = ["chat", "messages", "models", "mcp", "other"];
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 #[derive(Default)]
 pub struct Metrics {
-    counts: [[AtomicU64; 5]; 4],
-    micros: [AtomicU64; 4],
+    counts: [[AtomicU64; 5]; 5],
+    micros: [AtomicU64; 5],
 }
 
 impl Metrics {

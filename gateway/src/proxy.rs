@@ -15,6 +15,7 @@ use portcullis_shared::policy::{Action, RequestContext};
 
 use crate::audit::{self, Origin};
 use crate::error::GatewayError;
+use crate::llm::api::InboundApi;
 use crate::request::{LazyContext, RequestCtx};
 use crate::route::{route, Route};
 use crate::snapshot::AgentEntry;
@@ -45,20 +46,27 @@ impl ProxyHttp for Phases {
         let started = Instant::now();
         let _in_flight = InFlight::enter(&self.gw.in_flight);
         let request_id = request_id();
-        let (kind, result) = handle(&self.gw, session, &request_id).await;
+        let method = session.req_header().method.as_str().to_string();
+        let path = session.req_header().uri.path().to_string();
+        let route = route(&method, &path);
+        let result = dispatch(&self.gw, session, route.clone(), &request_id).await;
         if let Err(err) = result {
             if session.response_written().is_none() {
-                if kind == "mcp" {
-                    respond::mcp_error(session, &err, &request_id).await?;
-                } else {
-                    respond::error(session, &err, &request_id).await?;
-                }
+                // The one place a failure becomes a response, in the shape of the route's API.
+                let activity = activity_id(session).ok().flatten();
+                let echo: Vec<_> = activity
+                    .iter()
+                    .map(|a| ("x-svc-activity-id", a.as_str()))
+                    .collect();
+                respond::error(session, route.shape(), &err, &request_id, &echo).await?;
             } else {
                 tracing::warn!(request_id, error = %err, "Request failed after its response began.");
             }
         }
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        self.gw.metrics.record(kind, status, started.elapsed());
+        self.gw
+            .metrics
+            .record(route.kind(), status, started.elapsed());
         Ok(true)
     }
 }
@@ -105,6 +113,7 @@ fn activity_id(session: &Session) -> Result<Option<String>, GatewayError> {
 fn origin(session: &Session, route: &Route<'_>) -> Result<Origin, GatewayError> {
     let (surface, http_route) = match route {
         Route::ChatCompletions { .. } => ("llm", "/gateways/{gateway_id}/v1/chat/completions"),
+        Route::Messages { .. } => ("llm", "/gateways/{gateway_id}/v1/messages"),
         Route::Models { .. } => ("llm", "/gateways/{gateway_id}/v1/models"),
         Route::Mcp { .. } => ("mcp", "/gateways/{gateway_id}/mcp"),
         _ => ("llm", "/gateways/{gateway_id}/*"),
@@ -121,23 +130,6 @@ fn origin(session: &Session, route: &Route<'_>) -> Result<Origin, GatewayError> 
             .filter(|k| !k.is_empty() && k.len() <= 256)
             .map(str::to_string),
     })
-}
-
-async fn handle(
-    gw: &Arc<Gateway>,
-    session: &mut Session,
-    request_id: &str,
-) -> (&'static str, Result<(), GatewayError>) {
-    let method = session.req_header().method.as_str().to_string();
-    let path = session.req_header().uri.path().to_string();
-    let route = route(&method, &path);
-    let kind = match route {
-        Route::ChatCompletions { .. } => "chat",
-        Route::Models { .. } => "models",
-        Route::Mcp { .. } => "mcp",
-        _ => "other",
-    };
-    (kind, dispatch(gw, session, route, request_id).await)
 }
 
 async fn plain(
@@ -191,6 +183,7 @@ async fn dispatch(
             ))
         }
         Route::ChatCompletions { gateway_id }
+        | Route::Messages { gateway_id }
         | Route::Models { gateway_id }
         | Route::Mcp { gateway_id }
         | Route::UnknownGatewayPath { gateway_id } => gateway_id,
@@ -236,7 +229,12 @@ async fn dispatch(
         ));
     }
     let headers = &session.req_header().headers;
-    let agent = authn::authenticate(&snap, headers.get("authorization").map(|v| v.as_bytes()))
+    // Anthropic's SDKs send the key as `x-api-key`.
+    let api_key = matches!(route, Route::Messages { .. })
+        .then(|| headers.get("x-api-key").map(|v| v.as_bytes()))
+        .flatten();
+    let agent = authn::presented(headers.get("authorization").map(|v| v.as_bytes()), api_key)
+        .and_then(|token| authn::authenticate(&snap, token))
         .map_err(|e| refuse(None, e))?;
     let act_as_header = headers.get(actas::HEADER);
     let act_as = actas::verify(
@@ -287,7 +285,8 @@ async fn dispatch(
         return Err(GatewayError::Denied(d));
     }
     match route {
-        Route::ChatCompletions { .. } => llm::chat(gw, session, &rc).await,
+        Route::ChatCompletions { .. } => llm::serve(gw, session, &rc, InboundApi::OpenAiChat).await,
+        Route::Messages { .. } => llm::serve(gw, session, &rc, InboundApi::AnthropicMessages).await,
         Route::Models { .. } => llm::models(session, &rc).await,
         Route::Mcp { .. } => crate::mcp::handle(gw, session, &rc).await,
         _ => Err(GatewayError::NotFound(format!(

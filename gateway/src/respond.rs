@@ -1,12 +1,13 @@
-//! The one place responses are written: JSON bodies with explicit length, the request id on
-//! every response, and every [`GatewayError`] in the OpenAI error shape.
+//! The one place responses are written: bodies with explicit length, the request id on every
+//! response, and every [`GatewayError`] in the shape of the API that was called — OpenAI,
+//! Anthropic or MCP's JSON-RPC — the way linkerd's `rescue` does it.
 
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use serde_json::{json, Value};
 
-use crate::error::GatewayError;
+use crate::error::{GatewayError, RpcError, Shape};
 
 /// Extra response headers.
 pub type Headers<'a> = &'a [(&'static str, &'a str)];
@@ -55,31 +56,13 @@ pub async fn json(
     bytes(session, status, "application/json", body, request_id, extra).await
 }
 
-/// The OpenAI error body for a gateway failure.
-pub fn openai_error(err: &GatewayError, request_id: &str) -> Value {
-    let (kind, code) = err.openai_type_and_code();
-    let mut error = json!({"message": err.to_string(), "type": kind, "code": code, "param": null, "request_id": request_id});
-    if let GatewayError::Denied(d) = err {
-        error["reason"] = json!(d.reason);
-        error["reason_code"] = json!(d.reason_code);
-        error["determining_policy"] = json!(d.determining_policy);
-    }
-    if let GatewayError::QuotaExceeded {
-        quota_id,
-        resets_at,
-        ..
-    } = err
-    {
-        error["quota_id"] = json!(quota_id);
-        error["resets_at"] = json!(resets_at);
-    }
-    json!({ "error": error })
-}
-
+/// Answers a failed request in the caller's shape.
 pub async fn error(
     session: &mut Session,
+    shape: Shape,
     err: &GatewayError,
     request_id: &str,
+    extra: Headers<'_>,
 ) -> pingora::Result<()> {
     if matches!(err, GatewayError::Internal(_)) {
         tracing::error!(request_id, error = %err, "Request failed.");
@@ -87,27 +70,100 @@ pub async fn error(
         tracing::debug!(request_id, status = err.status(), error = %err, "Request refused.");
     }
     let retry_after = retry_after(err);
-    let mut extra = Vec::new();
+    let mut headers: Vec<(&'static str, &str)> = extra.to_vec();
     if let Some(secs) = &retry_after {
-        extra.push(("retry-after", secs.as_str()));
+        headers.push(("retry-after", secs.as_str()));
     }
     if matches!(err, GatewayError::QuotaExceeded { .. }) {
-        // The official OpenAI SDKs retry a 429 unless told not to; retrying a used-up quota
-        // before it resets only burns the caller's time.
-        extra.push(("x-should-retry", "false"));
+        // The official SDKs retry a 429 unless told not to; retrying a used-up quota before it
+        // resets only burns the caller's time.
+        headers.push(("x-should-retry", "false"));
     }
-    json(
-        session,
-        err.status(),
-        &openai_error(err, request_id),
-        request_id,
-        &extra,
-    )
-    .await
+    // An upstream's own refusal, already in the caller's shape, is passed on as it came.
+    if let GatewayError::UpstreamRefused(r) = err {
+        if let Some((body_shape, body)) = &r.body {
+            if *body_shape == shape {
+                let status = err.status();
+                return bytes(
+                    session,
+                    status,
+                    "application/json",
+                    body.clone(),
+                    request_id,
+                    &headers,
+                )
+                .await;
+            }
+        }
+    }
+    let body = match shape {
+        Shape::OpenAi => openai_error(err, request_id),
+        Shape::Anthropic => anthropic_error(err, request_id),
+        Shape::JsonRpc => jsonrpc_refusal(err, request_id),
+    };
+    json(session, err.status(), &body, request_id, &headers).await
 }
 
-/// Seconds until the call may succeed: when a used-up quota resets, or shortly for a gateway
-/// that is still loading its snapshot or spend counters.
+/// What a refusal says beyond its message: the policy that decided it, or the quota.
+fn details(err: &GatewayError, into: &mut Value) {
+    if let GatewayError::Denied(d) = err {
+        into["reason"] = json!(d.reason);
+        into["reason_code"] = json!(d.reason_code);
+        into["determining_policy"] = json!(d.determining_policy);
+    }
+    if let GatewayError::QuotaExceeded {
+        quota_id,
+        resets_at,
+        ..
+    } = err
+    {
+        into["quota_id"] = json!(quota_id);
+        into["resets_at"] = json!(resets_at);
+    }
+}
+
+/// `{"error": {message, type, code, param, request_id, …}}`.
+pub fn openai_error(err: &GatewayError, request_id: &str) -> Value {
+    let (kind, code) = err.openai_type_and_code();
+    let mut error = json!({"message": err.to_string(), "type": kind, "code": code, "param": null, "request_id": request_id});
+    details(err, &mut error);
+    json!({ "error": error })
+}
+
+/// `{"type": "error", "error": {type, message, …}, "request_id"}`.
+pub fn anthropic_error(err: &GatewayError, request_id: &str) -> Value {
+    let (_, code) = err.openai_type_and_code();
+    let mut error = json!({"type": err.anthropic_type(), "message": err.to_string(), "code": code});
+    details(err, &mut error);
+    json!({"type": "error", "error": error, "request_id": request_id})
+}
+
+/// A refusal before the MCP request was read (authentication, routing): its HTTP status with
+/// a JSON-RPC error body.
+fn jsonrpc_refusal(err: &GatewayError, request_id: &str) -> Value {
+    let (_, code) = err.openai_type_and_code();
+    let mut data =
+        json!({"reason": err.to_string(), "reason_code": code, "request_id": request_id});
+    details(err, &mut data);
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": err.to_string(), "data": data}})
+}
+
+/// A JSON-RPC reply: the result, or the in-band error.
+pub fn jsonrpc_reply(id: Value, outcome: Result<Value, RpcError>) -> Value {
+    match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => {
+            let mut error = json!({"code": e.code, "message": e.message});
+            if let Some(data) = e.data {
+                error["data"] = data;
+            }
+            json!({"jsonrpc": "2.0", "id": id, "error": error})
+        }
+    }
+}
+
+/// Seconds until the call may succeed: when a used-up quota resets, shortly for a gateway
+/// that is still loading its snapshot or spend counters, or as the upstream said.
 fn retry_after(err: &GatewayError) -> Option<String> {
     match err {
         GatewayError::QuotaExceeded { resets_at, .. } => {
@@ -116,23 +172,7 @@ fn retry_after(err: &GatewayError) -> Option<String> {
             Some(secs.to_string())
         }
         GatewayError::QuotaUnavailable(_) | GatewayError::NotReady => Some("1".into()),
+        GatewayError::UpstreamRefused(r) => r.retry_after.clone(),
         _ => None,
     }
-}
-
-/// A gateway failure on the MCP endpoint: its HTTP status with a JSON-RPC error body.
-pub async fn mcp_error(
-    session: &mut Session,
-    err: &GatewayError,
-    request_id: &str,
-) -> pingora::Result<()> {
-    tracing::debug!(request_id, status = err.status(), error = %err, "MCP request refused.");
-    json(
-        session,
-        err.status(),
-        &crate::mcp::error_body(err, request_id),
-        request_id,
-        &[],
-    )
-    .await
 }

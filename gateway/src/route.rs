@@ -9,6 +9,10 @@ pub enum Route<'a> {
     ChatCompletions {
         gateway_id: &'a str,
     },
+    /// Anthropic's Messages API.
+    Messages {
+        gateway_id: &'a str,
+    },
     Models {
         gateway_id: &'a str,
     },
@@ -20,6 +24,29 @@ pub enum Route<'a> {
         gateway_id: &'a str,
     },
     NotFound,
+}
+
+impl Route<'_> {
+    /// The shape this route's errors take.
+    pub fn shape(&self) -> crate::error::Shape {
+        use crate::error::Shape;
+        match self {
+            Route::Messages { .. } => Shape::Anthropic,
+            Route::Mcp { .. } => Shape::JsonRpc,
+            _ => Shape::OpenAi,
+        }
+    }
+
+    /// The metrics label of this route.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Route::ChatCompletions { .. } => "chat",
+            Route::Messages { .. } => "messages",
+            Route::Models { .. } => "models",
+            Route::Mcp { .. } => "mcp",
+            _ => "other",
+        }
+    }
 }
 
 pub fn route<'a>(method: &str, path: &'a str) -> Route<'a> {
@@ -40,6 +67,7 @@ pub fn route<'a>(method: &str, path: &'a str) -> Route<'a> {
     }
     match (method, tail.trim_end_matches('/')) {
         ("POST", "v1/chat/completions") => Route::ChatCompletions { gateway_id },
+        ("POST", "v1/messages") => Route::Messages { gateway_id },
         ("GET", "v1/models") => Route::Models { gateway_id },
         ("POST", "mcp") => Route::Mcp { gateway_id },
         _ => Route::UnknownGatewayPath { gateway_id },
@@ -75,5 +103,9 @@ mod tests {
             Route::Mcp { gateway_id: "g1" }
         );
         assert_eq!(route("GET", "/other"), Route::NotFound);
+        assert_eq!(
+            route("POST", "/gateways/g1/v1/messages"),
+            Route::Messages { gateway_id: "g1" }
+        );
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod compile;
 pub mod lkg;
+mod model;
 pub mod sync;
 #[cfg(test)]
 mod tests;
@@ -21,6 +22,8 @@ use portcullis_shared::api::pools::PoolStrategy;
 use portcullis_shared::provider::Provider;
 
 pub use compile::compile;
+
+use crate::cloud::cache::Expiring;
 
 /// One revision of the workspace, ready to serve.
 pub struct Compiled {
@@ -131,14 +134,58 @@ impl Target {
 }
 
 /// How the gateway authenticates to a model's upstream.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
     /// Nothing is sent.
     None,
     /// These headers are sent on every call.
     Headers(Vec<(HeaderName, HeaderValue)>),
+    /// A SigV4 signature for Bedrock in `region`.
+    Aws { region: String, source: AwsSource },
+    /// A Google bearer token (Vertex).
+    Google(GoogleSource),
     /// Credentials this gateway version cannot inject (per-user, OAuth): calls fail with why.
     Unavailable(String),
+}
+
+/// Whose AWS credentials sign a call.
+pub enum AwsSource {
+    /// The connection's stored keys.
+    Keys(aws_credential_types::Credentials),
+    /// The gateway's own identity, assuming this role when there is one.
+    Gateway(Option<Arc<crate::cloud::aws::Role>>),
+}
+
+/// Whose Google token authorizes a call.
+pub enum GoogleSource {
+    /// The connection's stored service-account key.
+    ServiceAccount(Arc<crate::cloud::google::ServiceAccount>),
+    /// The gateway's own identity.
+    Gateway,
+}
+
+impl Credential {
+    /// Whether calls need the gateway's own cloud identity (`--cloud-identity`).
+    pub fn uses_gateway_identity(&self) -> bool {
+        matches!(
+            self,
+            Credential::Aws {
+                source: AwsSource::Gateway(_),
+                ..
+            } | Credential::Google(GoogleSource::Gateway)
+        )
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Credential::None => "None",
+            Credential::Headers(_) => "Headers",
+            Credential::Aws { .. } => "Aws",
+            Credential::Google(_) => "Google",
+            Credential::Unavailable(_) => "Unavailable",
+        })
+    }
 }
 
 pub struct ModelEntry {
@@ -151,13 +198,87 @@ pub struct ModelEntry {
         portcullis_shared::prices::Price,
     )>,
     pub upstream_model: String,
-    /// `{base_url}/chat/completions`, parsed once; `None` when the provider needs translation.
-    pub chat_url: Option<reqwest::Url>,
+    /// Where calls go, and in which dialect; parsed once.
+    pub endpoint: Endpoint,
     pub credential: Credential,
     /// Secret values, to scrub from anything passed back to callers.
     pub secret_values: Vec<String>,
     pub uid: EntityUid,
     pub health: Arc<Health>,
+}
+
+/// Where a model's calls go, and in which dialect.
+#[derive(Debug, Clone)]
+pub enum Endpoint {
+    /// `{base}/chat/completions`.
+    OpenAiChat(reqwest::Url),
+    /// `{base}/v1/messages`.
+    AnthropicMessages(reqwest::Url),
+    /// Claude on Vertex: `:rawPredict` and `:streamRawPredict`.
+    VertexAnthropic {
+        whole: reqwest::Url,
+        stream: reqwest::Url,
+    },
+    /// Gemini, by the Gemini API or on Vertex: `:generateContent` and
+    /// `:streamGenerateContent?alt=sse`.
+    Gemini {
+        whole: reqwest::Url,
+        stream: reqwest::Url,
+    },
+    /// Bedrock: `/converse` and `/converse-stream`.
+    Bedrock {
+        whole: reqwest::Url,
+        stream: reqwest::Url,
+    },
+    /// `custom`: `{base}` plus the caller's path under `/v1`, for each inbound API.
+    Custom {
+        chat: reqwest::Url,
+        messages: reqwest::Url,
+    },
+    /// The gateway cannot call this model, and says why.
+    Unsupported(String),
+}
+
+/// Where one call goes.
+pub struct Destination<'a> {
+    pub dialect: crate::llm::translate::Dialect,
+    pub url: &'a reqwest::Url,
+    /// Claude on Vertex.
+    pub vertex: bool,
+}
+
+impl Endpoint {
+    /// Where a call from `api` goes, streamed or whole, or why there is nowhere.
+    pub fn route(
+        &self,
+        api: crate::llm::api::InboundApi,
+        streaming: bool,
+    ) -> Result<Destination<'_>, &str> {
+        use crate::llm::api::InboundApi;
+        use crate::llm::translate::Dialect;
+        let to = |dialect, url, vertex| {
+            Ok(Destination {
+                dialect,
+                url,
+                vertex,
+            })
+        };
+        let pick = |whole, stream| if streaming { stream } else { whole };
+        match self {
+            Endpoint::OpenAiChat(url) => to(Dialect::OpenAiChat, url, false),
+            Endpoint::AnthropicMessages(url) => to(Dialect::AnthropicMessages, url, false),
+            Endpoint::VertexAnthropic { whole, stream } => {
+                to(Dialect::AnthropicMessages, pick(whole, stream), true)
+            }
+            Endpoint::Gemini { whole, stream } => to(Dialect::Gemini, pick(whole, stream), false),
+            Endpoint::Bedrock { whole, stream } => to(Dialect::Bedrock, pick(whole, stream), false),
+            Endpoint::Custom { chat, .. } if api == InboundApi::OpenAiChat => {
+                to(Dialect::Custom, chat, false)
+            }
+            Endpoint::Custom { messages, .. } => to(Dialect::Custom, messages, false),
+            Endpoint::Unsupported(why) => Err(why),
+        }
+    }
 }
 
 pub struct PoolMember {
@@ -231,11 +352,14 @@ impl Health {
     }
 }
 
-/// Health and round-robin cursors by id, surviving snapshot swaps.
+/// What outlives snapshot swaps: health and round-robin cursors by id, Google tokens by
+/// service-account key, AWS credentials by assumed role.
 #[derive(Default)]
 pub struct Runtime {
     health: Mutex<HashMap<String, Arc<Health>>>,
     cursors: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+    google_tokens: Mutex<HashMap<String, Arc<Expiring<String>>>>,
+    aws_roles: Mutex<HashMap<String, Arc<Expiring<aws_credential_types::Credentials>>>>,
 }
 
 impl Runtime {
@@ -247,5 +371,27 @@ impl Runtime {
     pub fn cursor(&self, pool_id: &str) -> Arc<AtomicUsize> {
         let mut map = self.cursors.lock().unwrap_or_else(|e| e.into_inner());
         map.entry(pool_id.to_string()).or_default().clone()
+    }
+
+    /// The token cache of a service-account key (by its hash: the key itself is not kept).
+    pub fn google_tokens(&self, key_json: &str) -> Arc<Expiring<String>> {
+        let key = portcullis_shared::keys::hash(key_json);
+        let mut map = self.google_tokens.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(key)
+            .or_insert_with(|| Arc::new(Expiring::new(crate::cloud::google::MARGIN)))
+            .clone()
+    }
+
+    /// The credential cache of an assumed role.
+    pub fn aws_role(
+        &self,
+        arn: &str,
+        external_id: Option<&str>,
+    ) -> Arc<Expiring<aws_credential_types::Credentials>> {
+        let key = format!("{arn}|{}", external_id.unwrap_or_default());
+        let mut map = self.aws_roles.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(key)
+            .or_insert_with(|| Arc::new(Expiring::new(crate::cloud::aws::MARGIN)))
+            .clone()
     }
 }

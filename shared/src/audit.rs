@@ -11,6 +11,9 @@ pub mod types {
     pub const MODEL_LIST: &str = "model.list";
     pub const TOOL_CALL: &str = "tool.call";
     pub const TOOL_LIST: &str = "tool.list";
+    /// An MCP request that failed outside a tool call or list (not JSON, not JSON-RPC, an
+    /// unknown method, bad parameters).
+    pub const MCP_REQUEST: &str = "mcp.request";
     pub const ACCESS_DENIED: &str = "access.denied";
     pub const AUDIT_DROPPED: &str = "audit.dropped";
     pub const MGMT_OPERATION: &str = "mgmt.operation";

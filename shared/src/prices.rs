@@ -6,10 +6,10 @@
 use serde_json::Value;
 
 /// The table's version, recorded with every priced call.
-pub const TABLE_VERSION: &str = "2026-11-23";
+pub const TABLE_VERSION: &str = "2026-11-24";
 
-/// No call costs more than this (1,000,000 USD, the largest quota limit): an absurd usage an
-/// upstream reports cannot overflow a spend counter or the record.
+/// No single call costs more than this (1,000,000 USD): an absurd usage an upstream reports
+/// cannot overflow a spend counter or the record.
 pub const MAX_COST_MICROS: u64 = 1_000_000_000_000;
 
 /// Micro-USD per million tokens.
@@ -19,6 +19,8 @@ pub struct Price {
     pub output: u64,
     /// Prompt tokens served from the provider's cache.
     pub cached_input: u64,
+    /// Prompt tokens written to the provider's cache (Anthropic bills 1.25 × input).
+    pub cache_write: u64,
 }
 
 /// Where a model's price came from.
@@ -30,13 +32,16 @@ pub enum PriceSource {
     Table(&'static str),
 }
 
-/// Tokens a call used, as the upstream reported them.
+/// Tokens a call used, as the upstream reported them, in one shape for every provider.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Every prompt token, those read from or written to the cache included.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// Part of `prompt_tokens` served from cache.
     pub cached_tokens: u64,
+    /// Part of `prompt_tokens` written to the cache.
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
@@ -52,6 +57,7 @@ impl Usage {
                 .get("prompt_tokens_details")
                 .and_then(|d| d.get("cached_tokens")))
             .min(prompt),
+            cache_write_tokens: 0,
         })
     }
 }
@@ -63,20 +69,26 @@ impl Price {
             input: (input * 1_000_000.0 + 0.5) as u64,
             output: (output * 1_000_000.0 + 0.5) as u64,
             cached_input: (cached_input * 1_000_000.0 + 0.5) as u64,
+            cache_write: (input * 1_250_000.0 + 0.5) as u64,
         }
     }
 
     /// The cost of `usage` in micro-USD, rounded up.
     pub fn cost_micros(&self, usage: &Usage) -> u64 {
-        let uncached = usage.prompt_tokens.saturating_sub(usage.cached_tokens);
+        let uncached = usage
+            .prompt_tokens
+            .saturating_sub(usage.cached_tokens)
+            .saturating_sub(usage.cache_write_tokens);
         let pico = u128::from(uncached) * u128::from(self.input)
             + u128::from(usage.cached_tokens) * u128::from(self.cached_input)
+            + u128::from(usage.cache_write_tokens) * u128::from(self.cache_write)
             + u128::from(usage.completion_tokens) * u128::from(self.output);
         u64::try_from(pico.div_ceil(1_000_000)).map_or(MAX_COST_MICROS, |c| c.min(MAX_COST_MICROS))
     }
 
     /// A `provider_config.pricing` object (`input_usd_per_mtok`, `output_usd_per_mtok`,
-    /// `cached_input_usd_per_mtok`; a missing cached price is the input price).
+    /// `cached_input_usd_per_mtok`, `cache_write_usd_per_mtok`; a missing cached price is the
+    /// input price, a missing cache-write price 1.25 × the input price).
     pub fn from_override(pricing: &Value) -> Option<Self> {
         let usd = |k: &str| {
             pricing
@@ -87,11 +99,13 @@ impl Price {
         let input = usd("input_usd_per_mtok")?;
         let output = usd("output_usd_per_mtok")?;
         let cached = usd("cached_input_usd_per_mtok").unwrap_or(input);
+        let cache_write = usd("cache_write_usd_per_mtok").unwrap_or(input * 1.25);
         let micros = |v: f64| (v * 1_000_000.0).round() as u64;
         Some(Self {
             input: micros(input),
             output: micros(output),
             cached_input: micros(cached),
+            cache_write: micros(cache_write),
         })
     }
 }
@@ -150,8 +164,29 @@ const TABLE: &[(&str, Price)] = &[
         "amazon.nova-micro",
         Price::usd_per_mtok(0.035, 0.14, 0.00875),
     ),
+    (
+        "amazon.nova-premier",
+        Price::usd_per_mtok(2.50, 12.50, 0.625),
+    ),
     ("meta.llama3-1-70b", Price::usd_per_mtok(0.72, 0.72, 0.72)),
     ("meta.llama3-1-8b", Price::usd_per_mtok(0.22, 0.22, 0.22)),
+    ("meta.llama3-3-70b", Price::usd_per_mtok(0.72, 0.72, 0.72)),
+    ("meta.llama3-2-90b", Price::usd_per_mtok(0.72, 0.72, 0.72)),
+    ("meta.llama3-2-11b", Price::usd_per_mtok(0.16, 0.16, 0.16)),
+    (
+        "meta.llama4-maverick-17b",
+        Price::usd_per_mtok(0.24, 0.97, 0.24),
+    ),
+    (
+        "meta.llama4-scout-17b",
+        Price::usd_per_mtok(0.17, 0.66, 0.17),
+    ),
+    (
+        "cohere.command-r-plus",
+        Price::usd_per_mtok(2.50, 10.0, 2.50),
+    ),
+    ("cohere.command-r", Price::usd_per_mtok(0.15, 0.60, 0.15)),
+    ("deepseek.r1", Price::usd_per_mtok(1.35, 5.40, 1.35)),
     // Mistral
     ("mistral-large", Price::usd_per_mtok(2.0, 6.0, 2.0)),
     ("mistral-medium", Price::usd_per_mtok(0.40, 2.0, 0.40)),
@@ -192,8 +227,11 @@ pub fn lookup(model: &str) -> Option<(&'static str, Price)> {
             candidates.push(&id[at + vendor.len()..]);
         }
     }
-    if let Some(at) = id.find("amazon.").or_else(|| id.find("meta.")) {
-        candidates.push(&id[at..]);
+    // Bedrock ids, with or without a cross-region prefix (`us.`, `eu.`, `apac.`, `global.`).
+    for vendor in ["amazon.", "meta.", "cohere.", "deepseek.r1"] {
+        if let Some(at) = id.find(vendor) {
+            candidates.push(&id[at..]);
+        }
     }
     TABLE
         .iter()
@@ -252,6 +290,30 @@ mod tests {
             "llama-3.3-70b"
         );
         assert_eq!(lookup("grok-3-mini-beta").unwrap().0, "grok-3-mini");
+        // Bedrock ids as Bedrock spells them, cross-region prefixes included; Vertex's `@`.
+        for (id, key) in [
+            ("eu.amazon.nova-lite-v1:0", "amazon.nova-lite"),
+            (
+                "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+                "claude-sonnet-4",
+            ),
+            (
+                "apac.anthropic.claude-3-5-sonnet-20241022-v2:0",
+                "claude-3-5-sonnet",
+            ),
+            ("us.meta.llama3-3-70b-instruct-v1:0", "meta.llama3-3-70b"),
+            (
+                "us.meta.llama4-scout-17b-instruct-v1:0",
+                "meta.llama4-scout-17b",
+            ),
+            ("cohere.command-r-plus-v1:0", "cohere.command-r-plus"),
+            ("us.deepseek.r1-v1:0", "deepseek.r1"),
+            ("mistral.mistral-large-2402-v1:0", "mistral-large"),
+            ("claude-sonnet-4-5@20250929", "claude-sonnet-4"),
+            ("gemini-2.5-flash-001", "gemini-2.5-flash"),
+        ] {
+            assert_eq!(lookup(id).map(|(k, _)| k), Some(key), "{id}");
+        }
         assert!(
             lookup("gpt-4omega").is_none(),
             "a prefix must end at a separator"
@@ -266,7 +328,7 @@ mod tests {
         let u = Usage {
             prompt_tokens: 1000,
             completion_tokens: 500,
-            cached_tokens: 0,
+            ..Usage::default()
         };
         assert_eq!(p.cost_micros(&u), 450);
         // Cached prompt tokens at the cached price: 600 × 0.15 + 400 × 0.075 + 500 × 0.6.
@@ -282,6 +344,16 @@ mod tests {
         };
         assert_eq!(p.cost_micros(&one), 1);
         assert_eq!(p.cost_micros(&Usage::default()), 0);
+        // Cache writes at 1.25 × input: claude-sonnet-4 at $3/M in, $3.75/M to write, $0.30/M
+        // to read, $15/M out.
+        let (_, p) = lookup("claude-sonnet-4-5").unwrap();
+        let u = Usage {
+            prompt_tokens: 1000 + 2000 + 4000,
+            completion_tokens: 100,
+            cached_tokens: 2000,
+            cache_write_tokens: 4000,
+        };
+        assert_eq!(p.cost_micros(&u), 3000 + 600 + 15_000 + 1500);
     }
 
     #[test]
@@ -290,8 +362,8 @@ mod tests {
         let (source, p) = resolve(Some(&o), "gpt-4o").unwrap();
         assert_eq!(source, PriceSource::Override);
         assert_eq!(
-            (p.input, p.output, p.cached_input),
-            (1_000_000, 2_000_000, 1_000_000)
+            (p.input, p.output, p.cached_input, p.cache_write),
+            (1_000_000, 2_000_000, 1_000_000, 1_250_000)
         );
         assert_eq!(
             resolve(None, "gpt-4o").unwrap().0,
@@ -306,7 +378,8 @@ mod tests {
             Usage {
                 prompt_tokens: 10,
                 completion_tokens: 3,
-                cached_tokens: 4
+                cached_tokens: 4,
+                cache_write_tokens: 0,
             }
         );
         assert!(Usage::from_openai(&json!({})).is_none());

@@ -20,8 +20,9 @@ pub enum Locator {
     DefaultBaseUrl(&'static str),
     /// `base_url` is required.
     BaseUrl,
-    /// `base_url`, or these `provider_config` keys, are required.
-    BaseUrlOr(&'static [&'static str]),
+    /// These `provider_config` keys are required; `base_url` may override the endpoint they
+    /// locate (a cloud's regional endpoint).
+    Keys(&'static [&'static str]),
 }
 
 /// The kind of credential a shared API-key model stores in `secret_values`.
@@ -81,14 +82,14 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "vertex",
         group: Group::Native,
-        locator: Locator::BaseUrlOr(&["project", "location"]),
+        locator: Locator::Keys(&["project", "location"]),
         secret_shape: SecretShape::Fields(&["service_account_json"]),
         api_key_header: BEARER,
     },
     Provider {
         id: "bedrock",
         group: Group::Native,
-        locator: Locator::BaseUrlOr(&["region"]),
+        locator: Locator::Keys(&["region"]),
         secret_shape: SecretShape::Fields(&[
             "aws_access_key_id",
             "aws_secret_access_key",
@@ -150,6 +151,12 @@ pub fn known_ids() -> String {
 }
 
 impl Provider {
+    /// Whether a model with auth method `none` authenticates with the gateway's own cloud
+    /// identity (the cloud platforms), rather than sending nothing.
+    pub fn uses_cloud_identity(&self) -> bool {
+        matches!(self.id, "vertex" | "bedrock")
+    }
+
     /// Whether requests go out in the OpenAI chat-completions shape without translation.
     pub fn speaks_openai(&self) -> bool {
         matches!(self.group, Group::HostedCompatible | Group::Compatible) || self.id == "openai"

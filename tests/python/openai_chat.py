@@ -1,7 +1,7 @@
 """Calls a Portcullis gateway with the official OpenAI Python SDK and prints what it saw.
 
 usage: openai_chat.py BASE_URL API_KEY MODEL MODE
-MODE: plain | stream | stream-usage | models | error
+MODE: plain | stream | stream-usage | tools | tools-stream | models
 Prints one JSON object on stdout.
 """
 import json
@@ -9,6 +9,59 @@ import sys
 
 import openai
 from openai import OpenAI
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a given location",
+        "parameters": {
+            "type": "object",
+            "properties": {"location": {"type": "string"}},
+            "required": ["location"],
+        },
+    },
+}
+
+
+def streamed_tool_calls(stream) -> tuple:
+    """Assembles streamed tool calls by index, as an SDK user does; returns them with the usage."""
+    calls, usage = {}, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage.model_dump()
+        for choice in chunk.choices:
+            for d in choice.delta.tool_calls or []:
+                call = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+                call["id"] = call["id"] or d.id
+                if d.function and d.function.name:
+                    call["name"] += d.function.name
+                if d.function and d.function.arguments:
+                    call["arguments"] += d.function.arguments
+    return [calls[i] for i in sorted(calls)], usage
+
+
+def tools(client: OpenAI, model: str, stream: bool) -> dict:
+    """Two turns: the model calls the tool; the results go back; the model answers."""
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    if stream:
+        s = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER], stream=True,
+                                           stream_options={"include_usage": True})
+        calls, usage = streamed_tool_calls(s)
+    else:
+        first = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER])
+        calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                 for c in first.choices[0].message.tool_calls or []]
+        usage = first.usage.model_dump() if first.usage else None
+    messages.append({"role": "assistant", "content": None, "tool_calls": [
+        {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls
+    ]})
+    for c in calls:
+        messages.append({"role": "tool", "tool_call_id": c["id"], "content": "18 degrees"})
+    second = client.chat.completions.create(model=model, messages=messages, tools=[WEATHER])
+    return {"tool_calls": [{**c, "arguments": json.loads(c["arguments"])} for c in calls], "usage": usage,
+            "final": second.choices[0].message.content, "finish_reason": second.choices[0].finish_reason}
 
 
 def main() -> None:
@@ -39,6 +92,8 @@ def main() -> None:
             out["content"] = "".join(parts)
             out["usage"] = usage
             out["chunks"] = chunks
+        elif mode in ("tools", "tools-stream"):
+            out.update(tools(client, model, mode == "tools-stream"))
         elif mode == "models":
             out["models"] = [m.id for m in client.models.list()]
         else:

@@ -1,23 +1,28 @@
-//! A fake OpenAI-shaped upstream that speaks the real wire format (bodies and SSE chunks as
-//! in OpenAI's API reference examples) and records what it received.
+//! A fake LLM provider that speaks the real wire formats and records what it received: OpenAI
+//! chat completions on `/v1/chat/completions` (and `/chat/completions`), Anthropic Messages on
+//! `/v1/messages`, bodies and SSE events as in the providers' API references. It checks what
+//! the real APIs check: Anthropic's `x-api-key`, `anthropic-version` and `max_tokens`, and in
+//! both shapes that every tool result answers a tool call of the turn before.
 //!
-//! `FakeLlm::openai().start()` answers every chat completion; `.status(500)` makes it fail;
-//! `.reply("text")` sets the content. Requests are recorded with their headers and body.
-//! It also answers MCP on `/mcp` (stateless, from memory), for load tests.
+//! `FakeLlm::openai().start()` answers every call; `.status(500)` makes it fail; `.reply("text")`
+//! sets the content; `.tool_call("name", args)` answers a request that offers tools with a call
+//! to the first tool (a request carrying the tool's result gets a text answer). It also answers
+//! MCP on `/mcp` (stateless, from memory), for load tests.
+
+mod anthropic;
+mod openai;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
 use axum::routing::post;
 use axum::Router;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    pub path: String,
     pub headers: HeaderMap,
     pub body: Value,
 }
@@ -26,6 +31,10 @@ pub struct Recorded {
 struct Behaviour {
     status: u16,
     reply: String,
+    /// Answers requests that offer tools with two calls of this tool, with these arguments.
+    tool_call: Option<(String, Value)>,
+    /// The `x-api-key` the Anthropic endpoint accepts; any non-empty key when unset.
+    anthropic_key: Option<String>,
     record: bool,
     chunk_delay_ms: u64,
     reply_delay_ms: u64,
@@ -35,6 +44,28 @@ struct Behaviour {
 struct Shared {
     behaviour: Behaviour,
     recorded: Arc<Mutex<Vec<Recorded>>>,
+}
+
+impl Shared {
+    fn record(&self, path: &str, headers: &HeaderMap, body: &Value) {
+        if self.behaviour.record {
+            self.recorded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Recorded {
+                    path: path.to_string(),
+                    headers: headers.clone(),
+                    body: body.clone(),
+                });
+        }
+    }
+
+    async fn delay(&self) {
+        let ms = self.behaviour.reply_delay_ms;
+        if ms > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+    }
 }
 
 pub struct FakeLlm {
@@ -48,11 +79,14 @@ pub struct RunningFake {
 }
 
 impl FakeLlm {
+    /// A provider speaking both APIs (the name is historical: OpenAI's was first).
     pub fn openai() -> Self {
         Self {
             behaviour: Behaviour {
                 status: 200,
                 reply: "Hello from the fake upstream.".into(),
+                tool_call: None,
+                anthropic_key: None,
                 record: true,
                 chunk_delay_ms: 0,
                 reply_delay_ms: 0,
@@ -60,7 +94,12 @@ impl FakeLlm {
         }
     }
 
-    /// Answers every request with this status and an OpenAI error body.
+    /// The same fake; reads better where it stands for Anthropic.
+    pub fn anthropic() -> Self {
+        Self::openai()
+    }
+
+    /// Answers every request with this status and an error body in the API's shape.
     pub fn status(mut self, status: u16) -> Self {
         self.behaviour.status = status;
         self
@@ -68,6 +107,18 @@ impl FakeLlm {
 
     pub fn reply(mut self, text: &str) -> Self {
         self.behaviour.reply = text.to_string();
+        self
+    }
+
+    /// Answers a request offering tools with two calls of its first tool.
+    pub fn tool_call(mut self, arguments: Value) -> Self {
+        self.behaviour.tool_call = Some((String::new(), arguments));
+        self
+    }
+
+    /// The only `x-api-key` the Anthropic endpoint accepts (401 otherwise).
+    pub fn anthropic_key(mut self, key: &str) -> Self {
+        self.behaviour.anthropic_key = Some(key.to_string());
         self
     }
 
@@ -96,8 +147,9 @@ impl FakeLlm {
             recorded: recorded.clone(),
         };
         let router = Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/chat/completions", post(chat))
+            .route("/v1/chat/completions", post(openai::chat))
+            .route("/chat/completions", post(openai::chat))
+            .route("/v1/messages", post(anthropic::messages))
             .with_state(shared)
             .merge(crate::fake_mcp::stateless_router());
         (router, recorded)
@@ -125,9 +177,14 @@ impl FakeLlm {
 }
 
 impl RunningFake {
-    /// The base URL a model connection points at (`…/v1`).
+    /// The base URL an OpenAI-shaped model connection points at (`…/v1`).
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// The base URL an `anthropic` model connection points at (the API root).
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}", self.addr)
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -138,85 +195,24 @@ impl RunningFake {
     }
 }
 
-const CREATED: u64 = 1_694_268_190;
-
-fn completion(model: &str, text: &str) -> Value {
-    json!({
-        "id": "chatcmpl-123", "object": "chat.completion", "created": CREATED, "model": model,
-        "system_fingerprint": "fp_44709d6fcb",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21}
-    })
-}
-
-fn chunk(model: &str, delta: Value, finish: Value) -> String {
-    let c = json!({"id": "chatcmpl-123", "object": "chat.completion.chunk", "created": CREATED, "model": model,
-        "system_fingerprint": "fp_44709d6fcb", "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]});
-    format!("data: {c}\n\n")
-}
-
-fn stream_events(model: &str, text: &str, include_usage: bool) -> Vec<String> {
-    let mut events = vec![chunk(
-        model,
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
-    )];
-    for word in text.split_inclusive(' ') {
-        events.push(chunk(model, json!({"content": word}), Value::Null));
-    }
-    events.push(chunk(model, json!({}), json!("stop")));
-    if include_usage {
-        let u = json!({"id": "chatcmpl-123", "object": "chat.completion.chunk", "created": CREATED, "model": model,
-            "system_fingerprint": "fp_44709d6fcb", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21}});
-        events.push(format!("data: {u}\n\n"));
-    }
-    events.push("data: [DONE]\n\n".to_string());
-    events
-}
-
-async fn chat(
-    State(shared): State<Shared>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if shared.behaviour.record {
-        shared
-            .recorded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Recorded {
-                headers,
-                body: body.clone(),
-            });
-    }
-    let b = &shared.behaviour;
-    if b.reply_delay_ms > 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(b.reply_delay_ms)).await;
-    }
-    if b.status != 200 {
-        let status = StatusCode::from_u16(b.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let err = json!({"error": {"message": format!("fake upstream failure {}", b.status), "type": "server_error", "param": null, "code": null}});
-        return (status, axum::Json(err)).into_response();
-    }
-    let model = body["model"].as_str().unwrap_or("unknown").to_string();
-    if body["stream"] != true {
-        return axum::Json(completion(&model, &b.reply)).into_response();
-    }
-    let include_usage = body["stream_options"]["include_usage"] == true;
-    let events = stream_events(&model, &b.reply, include_usage);
-    let delay = b.chunk_delay_ms;
+/// Streams events with the behaviour's delay between them.
+fn event_stream(events: Vec<String>, delay: u64) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use futures_util::StreamExt;
     let stream = futures_util::stream::iter(events).then(move |e| async move {
         if delay > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
         }
         Ok::<_, std::convert::Infallible>(e)
     });
-    Response::builder()
+    axum::response::Response::builder()
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+        .body(axum::body::Body::from_stream(stream))
+        .unwrap_or_else(|_| axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-use futures_util::StreamExt;
+/// The text a reply streams, in pieces as a model would.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive(' ')
+}

@@ -28,6 +28,13 @@ pub struct ModelConfig {
     /// provider_config.api_version
     #[arg(long)]
     pub api_version: Option<String>,
+    /// provider_config.role_arn: an IAM role the gateway assumes for a Bedrock model that uses
+    /// its own AWS identity (--auth-method none).
+    #[arg(long)]
+    pub role_arn: Option<String>,
+    /// provider_config.external_id, with --role-arn.
+    #[arg(long)]
+    pub external_id: Option<String>,
     /// The whole provider_config as a JSON object (overrides the flags above).
     #[arg(long)]
     pub config: Option<String>,
@@ -43,6 +50,18 @@ pub struct ModelConfig {
     /// A secret value, NAME=VALUE (NAME is the upstream header); repeatable.
     #[arg(long = "secret")]
     pub secrets: Vec<String>,
+    /// Bedrock: the AWS access key id calls are signed with.
+    #[arg(long)]
+    pub aws_access_key_id: Option<String>,
+    /// Bedrock: its secret access key.
+    #[arg(long, env = "PORTCULLIS_AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
+    pub aws_secret_access_key: Option<String>,
+    /// Bedrock: a session token, for temporary keys.
+    #[arg(long, env = "PORTCULLIS_AWS_SESSION_TOKEN", hide_env_values = true)]
+    pub aws_session_token: Option<String>,
+    /// Vertex: a service-account key file (JSON), stored sealed.
+    #[arg(long)]
+    pub service_account_file: Option<std::path::PathBuf>,
     /// A rule attribute, KEY=VALUE; repeatable.
     #[arg(long = "attr")]
     pub attrs: Vec<String>,

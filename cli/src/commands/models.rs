@@ -208,6 +208,8 @@ fn provider_config(
         ("project", &c.project),
         ("location", &c.location),
         ("api_version", &c.api_version),
+        ("role_arn", &c.role_arn),
+        ("external_id", &c.external_id),
     ];
     if flags.iter().all(|(_, v)| v.is_none()) {
         return Ok(None);
@@ -226,6 +228,21 @@ fn secrets(provider: &str, c: &ModelConfig) -> anyhow::Result<Option<BTreeMap<St
     if let Some(key) = &c.api_key {
         let (header, value) = parse::api_key_secret(provider, key)?;
         map.insert(header, value);
+    }
+    let aws = [
+        ("aws_access_key_id", &c.aws_access_key_id),
+        ("aws_secret_access_key", &c.aws_secret_access_key),
+        ("aws_session_token", &c.aws_session_token),
+    ];
+    for (field, value) in aws {
+        if let Some(v) = value {
+            map.insert(field.into(), v.clone());
+        }
+    }
+    if let Some(path) = &c.service_account_file {
+        let json =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        map.insert("service_account_json".into(), json);
     }
     Ok((!map.is_empty()).then_some(map))
 }

@@ -174,49 +174,32 @@ async fn update(
         row.credential_type = ctype.as_str().to_string();
     }
 
-    match (req.secret_values, req.secret_values_provided) {
-        (Some(values), false) if !values.is_empty() => {
-            return Err(invalid(
-                "secret_values was sent without secret_values_provided=true; set the flag to \
-                 replace the stored secret values",
-            ))
+    // A value sent without its `*_provided` flag is ignored (the stored one is kept), so a
+    // client that echoes the whole record back cannot clobber secrets.
+    if req.secret_values_provided {
+        let values = req.secret_values.unwrap_or_default();
+        rules::check_secrets(provider, method, ctype, &values)?;
+        credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
+        if !values.is_empty() {
+            credentials::put(
+                tx.conn(),
+                store.cipher(),
+                &ws,
+                Owner::Model,
+                &row.id,
+                "",
+                &values,
+            )
+            .await?;
         }
-        (values, true) => {
-            let values = values.unwrap_or_default();
-            rules::check_secrets(provider, method, ctype, &values)?;
-            credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
-            if !values.is_empty() {
-                credentials::put(
-                    tx.conn(),
-                    store.cipher(),
-                    &ws,
-                    Owner::Model,
-                    &row.id,
-                    "",
-                    &values,
-                )
-                .await?;
-            }
-        }
-        _ => {}
     }
 
-    match (req.attributes, req.attributes_provided) {
-        (Some(attrs), false) if !attrs.is_empty() => {
-            return Err(invalid(
-                "attributes was sent without attributes_provided=true; set the flag to replace \
-                 the stored attributes",
-            ))
-        }
-        (attrs, true) => {
-            let attrs = attrs.unwrap_or_default();
-            validate::attributes("attributes", &attrs)?;
-            row.attributes = serde_json::to_string(&attrs).unwrap_or_else(|_| "{}".into());
-        }
-        _ => {}
+    if req.attributes_provided {
+        let attrs = req.attributes.unwrap_or_default();
+        validate::attributes("attributes", &attrs)?;
+        row.attributes = serde_json::to_string(&attrs).unwrap_or_else(|_| "{}".into());
     }
 
-    let window_sent = req.filter_window_bytes.is_some() || req.filter_window_tokens.is_some();
     if req.filter_window_provided {
         let (bytes, tokens) = rules::filter_window(
             req.filter_window_bytes.unwrap_or(0),
@@ -224,11 +207,6 @@ async fn update(
         )?;
         row.filter_window_bytes = bytes;
         row.filter_window_tokens = tokens;
-    } else if window_sent {
-        return Err(invalid(
-            "filter_window_bytes or filter_window_tokens was sent without \
-             filter_window_provided=true; set the flag to replace the filter window",
-        ));
     }
 
     row.updated_at = now_ms();

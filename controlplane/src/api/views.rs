@@ -63,6 +63,9 @@ pub async fn model(conn: &mut Conn, row: &models::ModelRow) -> ApiResult<ModelCo
             Vec::new()
         },
         has_credential,
+        uses_gateway_identity: auth_method == AuthMethod::None
+            && portcullis_shared::provider::find(&row.provider)
+                .is_some_and(|p| p.uses_cloud_identity()),
         attributes,
         filter_window_bytes: u64::try_from(row.filter_window_bytes).unwrap_or_default(),
         filter_window_tokens: u64::try_from(row.filter_window_tokens).unwrap_or_default(),

@@ -1,7 +1,7 @@
 //! Building `AuditEventV1` envelopes for gateway decisions.
 
 use portcullis_shared::audit::{self, AuditEventV1};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::error::{Denial, GatewayError};
 use crate::request::RequestCtx;
@@ -272,17 +272,4 @@ pub fn resource(kind: &str, id: &str, name: &str) -> audit::ResourceRef {
         name: name.to_string(),
         ..Default::default()
     }
-}
-
-/// Keeps known, harmless fields of a JSON value (for usage blocks).
-pub fn pick(v: Option<&Value>, keys: &[&str]) -> Value {
-    let mut out = serde_json::Map::new();
-    if let Some(Value::Object(map)) = v {
-        for k in keys {
-            if let Some(x) = map.get(*k) {
-                out.insert((*k).to_string(), x.clone());
-            }
-        }
-    }
-    Value::Object(out)
 }

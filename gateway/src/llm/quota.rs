@@ -3,8 +3,8 @@
 //! metered cost (or, if the upstream reported no usage, kept at the worst case: never zero).
 
 use portcullis_shared::prices::{Price, Usage};
-use serde_json::{Map, Value};
 
+use super::api::Limits;
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
 use crate::snapshot::{ModelEntry, Target};
@@ -33,38 +33,18 @@ pub enum Blocked {
 
 /// The worst case of a call: every request byte a prompt token (text never has fewer bytes
 /// than tokens), plus an allowance for each image and file part (which can cost more tokens
-/// than their bytes), plus the larger output limit the request sets for each of the `n`
-/// choices.
-pub fn worst_case(price: &Price, body_len: usize, request: &Map<String, Value>) -> u64 {
-    let output = ["max_completion_tokens", "max_tokens"]
-        .iter()
-        .filter_map(|k| request.get(*k).and_then(Value::as_u64))
-        .max()
-        .filter(|n| *n > 0)
-        .unwrap_or(DEFAULT_OUTPUT_TOKENS);
-    let n = request.get("n").and_then(Value::as_u64).unwrap_or(1).max(1);
+/// than their bytes), plus the request's output limit for each of its choices.
+pub fn worst_case(price: &Price, body_len: usize, limits: &Limits) -> u64 {
+    let output = limits.max_output.unwrap_or(DEFAULT_OUTPUT_TOKENS);
+    let attachments = limits
+        .images
+        .saturating_mul(IMAGE_TOKENS)
+        .saturating_add(limits.files.saturating_mul(FILE_TOKENS));
     price.cost_micros(&Usage {
-        prompt_tokens: (body_len as u64).saturating_add(attachment_tokens(request)),
-        completion_tokens: output.saturating_mul(n),
-        cached_tokens: 0,
+        prompt_tokens: (body_len as u64).saturating_add(attachments),
+        completion_tokens: output.saturating_mul(limits.choices.max(1)),
+        ..Usage::default()
     })
-}
-
-/// The allowance for the image and file parts of the request's messages.
-fn attachment_tokens(request: &Map<String, Value>) -> u64 {
-    let Some(messages) = request.get("messages").and_then(Value::as_array) else {
-        return 0;
-    };
-    messages
-        .iter()
-        .filter_map(|m| m.get("content").and_then(Value::as_array))
-        .flatten()
-        .map(|part| match part.get("type").and_then(Value::as_str) {
-            Some("image_url") => IMAGE_TOKENS,
-            Some("file") => FILE_TOKENS,
-            _ => 0,
-        })
-        .fold(0, u64::saturating_add)
 }
 
 /// Reserves for one member; `None` when no quota applies.
@@ -74,7 +54,7 @@ pub async fn reserve<'g>(
     target: &Target,
     model: &ModelEntry,
     body_len: usize,
-    request: &Map<String, Value>,
+    limits: &Limits,
 ) -> Result<Option<Held<'g>>, Blocked> {
     let act_as = &rc.context.typed().act_as;
     let scope = CallScope {
@@ -98,7 +78,7 @@ pub async fn reserve<'g>(
             model.name, model.upstream_model
         ))));
     };
-    let worst = worst_case(price, body_len, request);
+    let worst = worst_case(price, body_len, limits);
     let held = if gw.config.spend_store.is_some() {
         let Some(store) = gw.shared_spend.get() else {
             return Err(Blocked::All(GatewayError::QuotaUnavailable(
@@ -209,25 +189,29 @@ pub fn refused(gw: &Gateway, rc: &RequestCtx<'_>, err: &GatewayError) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::llm::api::{Inbound, InboundApi};
+    use serde_json::{json, Value};
 
     /// gpt-4o-mini: 0.15 and 0.60 USD per million tokens.
     const PRICE: Price = Price {
         input: 150_000,
         output: 600_000,
         cached_input: 75_000,
+        cache_write: 187_500,
     };
 
-    fn worst(body: Value) -> u64 {
-        let len = body.to_string().len();
-        worst_case(&PRICE, len, body.as_object().unwrap())
+    fn worst(api: InboundApi, body: Value) -> u64 {
+        let raw = bytes::Bytes::from(body.to_string());
+        let len = raw.len();
+        let inbound = Inbound::parse(api, raw, &http::HeaderMap::new()).unwrap();
+        worst_case(&PRICE, len, &inbound.limits)
     }
 
     fn cost(prompt: u64, completion: u64) -> u64 {
         PRICE.cost_micros(&Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
-            cached_tokens: 0,
+            ..Usage::default()
         })
     }
 
@@ -235,21 +219,27 @@ mod tests {
     fn the_larger_output_limit_counts_for_every_choice() {
         let text = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
         let len = text.to_string().len() as u64;
-        assert_eq!(worst(text.clone()), cost(len, DEFAULT_OUTPUT_TOKENS));
+        assert_eq!(
+            worst(InboundApi::OpenAiChat, text.clone()),
+            cost(len, DEFAULT_OUTPUT_TOKENS)
+        );
         let mut both = text.clone();
         both["max_completion_tokens"] = json!(16);
         both["max_tokens"] = json!(100_000);
         both["n"] = json!(3);
         let len = both.to_string().len() as u64;
         assert_eq!(
-            worst(both),
+            worst(InboundApi::OpenAiChat, both),
             cost(len, 300_000),
             "a server that honours only max_tokens may write 100,000 tokens per choice"
         );
         let mut zero = text;
         zero["max_tokens"] = json!(0);
         let len = zero.to_string().len() as u64;
-        assert_eq!(worst(zero), cost(len, DEFAULT_OUTPUT_TOKENS));
+        assert_eq!(
+            worst(InboundApi::OpenAiChat, zero),
+            cost(len, DEFAULT_OUTPUT_TOKENS)
+        );
     }
 
     #[test]
@@ -261,6 +251,22 @@ mod tests {
             {"type": "file", "file": {"file_id": "file-abc"}}
         ]}]});
         let len = body.to_string().len() as u64;
-        assert_eq!(worst(body), cost(len + 2 * IMAGE_TOKENS + FILE_TOKENS, 10));
+        assert_eq!(
+            worst(InboundApi::OpenAiChat, body),
+            cost(len + 2 * IMAGE_TOKENS + FILE_TOKENS, 10)
+        );
+        // Anthropic: images and documents, in tool results too.
+        let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+            {"type": "tool_result", "tool_use_id": "t", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+                {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}
+            ]}
+        ]}]});
+        let len = body.to_string().len() as u64;
+        assert_eq!(
+            worst(InboundApi::AnthropicMessages, body),
+            cost(len + 2 * IMAGE_TOKENS + FILE_TOKENS, 10)
+        );
     }
 }

@@ -1,52 +1,32 @@
-//! One call to one upstream member, and what its failure means: retry on the next member
-//! (no response, timeout, 5xx, 429) or answer the caller now (any other 4xx). Error bodies
-//! are passed on in the caller's shape with the upstream credential scrubbed out.
-
-use std::time::Duration;
+//! One call to one upstream member, and what its failure means: try the next member (no
+//! response, a timeout, 5xx, 429, or the stored credential refused) or tell the caller now
+//! (any other 4xx: the request itself was refused, and another member would refuse it too).
+//! Error messages are scrubbed of the stored credential.
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue};
-use pingora::proxy::Session;
-use serde_json::{json, Value};
 
-use crate::error::GatewayError;
-use crate::request::RequestCtx;
+use super::credential;
+use super::plan::Plan;
+use super::translate::Translation;
+use crate::error::{GatewayError, Refusal, Shape};
 use crate::snapshot::ModelEntry;
-use crate::{respond, Gateway};
+use crate::Gateway;
 
 /// Error bodies read from an upstream are cut at this size.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
+/// A member that failed, and the status it answered with (0: none).
+pub struct Failed {
+    pub error: GatewayError,
+    pub status: u16,
+}
+
 pub enum Attempt {
     Success(reqwest::Response),
-    Retry(Failure),
-    Final(Failure),
-}
-
-pub enum Failure {
-    /// The gateway could not use the member at all.
-    Refused(GatewayError),
-    /// No usable response arrived.
-    Transport(GatewayError),
-    /// The upstream answered with an error status.
-    Response {
-        model: String,
-        status: u16,
-        body: Bytes,
-        content_type: String,
-        retry_after: Option<String>,
-        scrub: Vec<String>,
-    },
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Refused(e) => write!(f, "{e}"),
-            Failure::Transport(error) => write!(f, "{error}"),
-            Failure::Response { status, .. } => write!(f, "upstream answered {status}"),
-        }
-    }
+    /// Another member may succeed.
+    Retry(Failed),
+    /// Every member would fail the same way.
+    Final(Failed),
 }
 
 pub fn is_event_stream(response: &reqwest::Response) -> bool {
@@ -54,37 +34,34 @@ pub fn is_event_stream(response: &reqwest::Response) -> bool {
         .headers()
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"))
+        .is_some_and(|v| {
+            v.starts_with("text/event-stream")
+                || v.starts_with("application/vnd.amazon.eventstream")
+        })
 }
 
-pub async fn attempt(
-    gw: &Gateway,
-    model: &ModelEntry,
-    url: reqwest::Url,
-    credential: &[(HeaderName, HeaderValue)],
-    body: Bytes,
-    streaming: bool,
-) -> Attempt {
+pub async fn send(gw: &Gateway, model: &ModelEntry, plan: &Plan, streaming: bool) -> Attempt {
+    let accept = if streaming {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
     let mut request = gw
         .http()
-        .post(url)
+        .post(plan.url.clone())
         .header(http::header::CONTENT_TYPE, "application/json")
-        .header(
-            http::header::ACCEPT,
-            if streaming {
-                "text/event-stream"
-            } else {
-                "application/json"
-            },
-        );
-    for (name, value) in credential {
+        .header(http::header::ACCEPT, accept);
+    for (name, value) in &plan.headers {
         request = request.header(name, value);
     }
-    let sent = tokio::time::timeout(gw.config.upstream_timeout(), request.body(body).send()).await;
-    let transport = |error| Attempt::Retry(Failure::Transport(error));
-    let response = match sent {
+    let request = match credential::authorize(gw, model, plan, request).await {
+        Ok(r) => r.body(plan.body.clone()),
+        Err(error) => return Attempt::Retry(Failed { error, status: 0 }),
+    };
+    let failed = |error| Attempt::Retry(Failed { error, status: 0 });
+    let response = match tokio::time::timeout(gw.config.upstream_timeout(), request.send()).await {
         Err(_) => {
-            return transport(GatewayError::UpstreamTimeout(format!(
+            return failed(GatewayError::UpstreamTimeout(format!(
                 "model '{}' sent no response within {} s",
                 model.name, gw.config.upstream_timeout_secs
             )))
@@ -95,7 +72,7 @@ pub async fn attempt(
             } else {
                 "request failed"
             };
-            return transport(GatewayError::Upstream(format!(
+            return failed(GatewayError::Upstream(format!(
                 "model '{}': {kind}",
                 model.name
             )));
@@ -106,23 +83,80 @@ pub async fn attempt(
     if response.status().is_success() {
         return Attempt::Success(response);
     }
-    let content_type = header_text(&response, http::header::CONTENT_TYPE)
-        .unwrap_or_else(|| "application/json".into());
     let retry_after = header_text(&response, http::header::RETRY_AFTER);
     let body = read_capped(response, MAX_ERROR_BODY).await;
-    let failure = Failure::Response {
-        model: model.name.clone(),
-        status,
-        body,
-        content_type,
-        retry_after,
-        scrub: model.secret_values.clone(),
-    };
-    if status == 429 || status >= 500 {
-        Attempt::Retry(failure)
+    let error = refused(model, plan, status, &body, retry_after);
+    let failed = Failed { error, status };
+    if retryable(plan.translation, status) {
+        Attempt::Retry(failed)
     } else {
-        Attempt::Final(failure)
+        Attempt::Final(failed)
     }
+}
+
+/// Whether another member may succeed where this one answered `status`: the upstream failed
+/// or was busy, or refused the gateway's credential — but not the request itself. Bedrock's
+/// 403 is no access to the model (an administrator's matter), not a passing failure.
+fn retryable(translation: Translation, status: u16) -> bool {
+    let bedrock = matches!(
+        translation,
+        Translation::BedrockFromOpenAi | Translation::BedrockFromAnthropic
+    );
+    match status {
+        403 if bedrock => false,
+        401 | 403 | 408 | 424 | 429 => true,
+        _ => status >= 500,
+    }
+}
+
+/// What an upstream's error status means for the caller.
+fn refused(
+    model: &ModelEntry,
+    plan: &Plan,
+    status: u16,
+    body: &[u8],
+    retry_after: Option<String>,
+) -> GatewayError {
+    let text = scrub(&String::from_utf8_lossy(body), &model.secret_values);
+    let (kind, message) = plan
+        .translation
+        .error(text.as_bytes())
+        .unwrap_or_else(|| (String::new(), text.trim().to_string()));
+    let message: String = message.chars().take(300).collect();
+    if status == 401 || status == 403 {
+        return GatewayError::Upstream(format!(
+            "model '{}' rejected the gateway's stored credential ({status}); an administrator must update it",
+            model.name
+        ));
+    }
+    if status >= 500 || !(400..500).contains(&status) {
+        // The provider failed, not the caller: 502, with what the provider said.
+        let said = if message.is_empty() {
+            String::new()
+        } else {
+            format!(": {message}")
+        };
+        return GatewayError::Upstream(format!(
+            "model '{}': the provider answered {status}{said}",
+            model.name
+        ));
+    }
+    // Passed on as it came when the caller speaks the upstream's own API.
+    let shape = match plan.translation {
+        Translation::OpenAiPassThrough => Some(Shape::OpenAi),
+        Translation::AnthropicPassThrough => Some(Shape::Anthropic),
+        Translation::Custom => Some(plan.caller),
+        _ => None,
+    };
+    let json = serde_json::from_str::<serde_json::Value>(&text).is_ok();
+    GatewayError::UpstreamRefused(Box::new(Refusal {
+        status,
+        model: model.name.clone(),
+        kind,
+        message,
+        retry_after,
+        body: shape.filter(|_| json).map(|s| (s, Bytes::from(text))),
+    }))
 }
 
 fn header_text(response: &reqwest::Response, name: http::header::HeaderName) -> Option<String> {
@@ -150,114 +184,6 @@ fn scrub(text: &str, secrets: &[String]) -> String {
     secrets.iter().fold(text.to_string(), |acc, s| {
         acc.replace(s.as_str(), "[redacted]")
     })
-}
-
-/// What became of an answer the upstream gave (it accepted the call, so the call is charged
-/// whatever happens next): the usage it reported, and the failure that cut the relay short
-/// (the answer broke off, or the caller went away), if any.
-pub struct Relayed {
-    pub usage: Option<Value>,
-    pub failure: Option<GatewayError>,
-}
-
-/// Relays a whole (non-streamed) successful response; an upstream that stops sending its body
-/// for `timeout` has failed.
-pub async fn relay_whole(
-    session: &mut Session,
-    response: reqwest::Response,
-    model: &ModelEntry,
-    request_id: &str,
-    extra: &[(&'static str, &str)],
-    timeout: Duration,
-) -> Relayed {
-    let status = response.status().as_u16();
-    let content_type = header_text(&response, http::header::CONTENT_TYPE)
-        .unwrap_or_else(|| "application/json".into());
-    let failed = |e: GatewayError| Relayed {
-        usage: None,
-        failure: Some(e),
-    };
-    let body = match tokio::time::timeout(timeout, response.bytes()).await {
-        Ok(Ok(body)) => body,
-        Ok(Err(_)) => {
-            return failed(GatewayError::Upstream(format!(
-                "model '{}': the response body broke off",
-                model.name
-            )))
-        }
-        Err(_) => {
-            return failed(GatewayError::UpstreamTimeout(format!(
-                "model '{}': the response body stalled",
-                model.name
-            )))
-        }
-    };
-    let usage = usage_of(&body);
-    let failure = respond::bytes(session, status, &content_type, body, request_id, extra)
-        .await
-        .err()
-        .map(|e| GatewayError::Internal(format!("writing the response: {e}")));
-    Relayed { usage, failure }
-}
-
-/// The `usage` object of a JSON response, read without building the rest of it.
-fn usage_of(body: &[u8]) -> Option<Value> {
-    #[derive(serde::Deserialize)]
-    struct UsageOnly {
-        #[serde(default)]
-        usage: Option<Value>,
-    }
-    serde_json::from_slice::<UsageOnly>(body)
-        .ok()
-        .and_then(|u| u.usage)
-        .filter(|u| u.is_object())
-}
-
-impl Failure {
-    /// Answers the caller with this failure: an upstream error response passed on (scrubbed;
-    /// a rejected gateway credential becomes 502), or the gateway's own error.
-    pub async fn respond(
-        self,
-        session: &mut Session,
-        rc: &RequestCtx<'_>,
-    ) -> Result<(), GatewayError> {
-        match self {
-            Failure::Refused(e) | Failure::Transport(e) => Err(e),
-            Failure::Response {
-                model,
-                status,
-                body,
-                content_type,
-                retry_after,
-                scrub: secrets,
-            } => {
-                let text = scrub(&String::from_utf8_lossy(&body), &secrets);
-                if status == 401 || status == 403 {
-                    return Err(GatewayError::Upstream(format!(
-                        "model '{model}' rejected the gateway's stored credential ({status}); an administrator must update it"
-                    )));
-                }
-                let body = if serde_json::from_str::<Value>(&text).is_ok() {
-                    Bytes::from(text)
-                } else {
-                    let err = json!({"error": {"message": format!("upstream answered {status}: {text}"), "type": "upstream_error", "code": "upstream_error", "param": null, "request_id": rc.request_id}});
-                    Bytes::from(err.to_string())
-                };
-                let content_type = if content_type.starts_with("application/json") {
-                    content_type
-                } else {
-                    "application/json".into()
-                };
-                let mut extra = rc.echo_headers(&model);
-                if let Some(r) = retry_after.as_deref() {
-                    extra.push(("retry-after", r));
-                }
-                respond::bytes(session, status, &content_type, body, rc.request_id, &extra)
-                    .await
-                    .map_err(|e| GatewayError::Internal(format!("writing the response: {e}")))
-            }
-        }
-    }
 }
 
 #[cfg(test)]

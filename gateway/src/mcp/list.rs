@@ -9,7 +9,8 @@ use portcullis_shared::api::tools::ToolStatus;
 use portcullis_shared::policy::Action;
 use serde_json::{json, Value};
 
-use super::{discovery, RpcError};
+use super::discovery;
+use crate::error::RpcError;
 use crate::request::RequestCtx;
 use crate::snapshot::{ToolEntry, ToolTransport};
 use crate::{audit, authz, Gateway};

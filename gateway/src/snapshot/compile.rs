@@ -11,9 +11,7 @@ use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::rules::BundleScope;
 use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::policy::{self, Kind};
-use portcullis_shared::prices;
-use portcullis_shared::provider::{self, SecretShape};
-use portcullis_shared::snapshot::{SnapModel, Snapshot};
+use portcullis_shared::snapshot::Snapshot;
 
 use super::*;
 
@@ -27,7 +25,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
 
     let mut models: HashMap<&str, Arc<ModelEntry>> = HashMap::new();
     for m in &snap.models {
-        match model_entry(m, runtime) {
+        match super::model::model_entry(m, runtime) {
             Ok(entry) => {
                 push_entity(
                     policy::model_entity(&m.name, &m.provider, &m.attributes),
@@ -295,79 +293,9 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
     })
 }
 
-fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, String> {
-    let provider =
-        provider::find(&m.provider).ok_or_else(|| format!("unknown provider {}", m.provider))?;
-    let text = |key: &str| {
-        m.provider_config
-            .get(key)
-            .and_then(|v| v.as_str())
-            .filter(|s| !s.is_empty())
-    };
-    let upstream_model = text("model")
-        .ok_or("provider_config.model is missing")?
-        .to_string();
-    let forwards_openai = provider.speaks_openai() || provider.id == "custom";
-    let chat_url = match provider.base_url(text("base_url")) {
-        Some(base) if forwards_openai => {
-            let url = format!("{}/chat/completions", base.trim_end_matches('/'));
-            Some(reqwest::Url::parse(&url).map_err(|e| format!("base URL {base}: {e}"))?)
-        }
-        _ => None,
-    };
-    let credential = match (m.auth_method, m.credential_type) {
-        (AuthMethod::None, _) => Credential::None,
-        (AuthMethod::ApiKey, CredentialType::Shared) if m.secret_values.0.is_empty() => {
-            Credential::Unavailable(format!(
-                "model '{}' has no stored API key; an administrator must set its secret_values",
-                m.name
-            ))
-        }
-        (AuthMethod::ApiKey, CredentialType::Shared)
-            if provider.secret_shape == SecretShape::Headers =>
-        {
-            let mut headers = Vec::new();
-            for (name, value) in &m.secret_values.0 {
-                let name = HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|_| format!("secret key {name:?} is not a header name"))?;
-                let mut value = HeaderValue::from_str(value)
-                    .map_err(|_| format!("secret {name} is not a valid header value"))?;
-                value.set_sensitive(true);
-                headers.push((name, value));
-            }
-            Credential::Headers(headers)
-        }
-        (AuthMethod::ApiKey, CredentialType::Shared) => Credential::Unavailable(format!(
-            "model '{}' uses {} cloud credentials, which this gateway version cannot sign with yet",
-            m.name, provider.id
-        )),
-        (AuthMethod::ApiKey, _) => Credential::Unavailable(format!(
-            "model '{}' uses per-user API keys, which this gateway version cannot provision yet",
-            m.name
-        )),
-        (AuthMethod::OAuth, _) => Credential::Unavailable(format!(
-            "model '{}' uses OAuth, which this gateway version cannot inject yet",
-            m.name
-        )),
-    };
-    let price = prices::resolve(m.provider_config.get("pricing"), &upstream_model);
-    Ok(ModelEntry {
-        id: m.connection_id.clone(),
-        name: m.name.clone(),
-        provider,
-        price,
-        upstream_model,
-        chat_url,
-        credential,
-        secret_values: scrub_list(m.secret_values.0.values()),
-        uid: policy::uid(Kind::Model, &m.name),
-        health: runtime.health(&m.connection_id),
-    })
-}
-
 /// The strings to scrub from upstream replies: each secret value and, for `Bearer x` style
 /// values, the token alone.
-fn scrub_list<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
+pub(super) fn scrub_list<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
     let mut out = Vec::new();
     for v in values {
         out.push(v.clone());

@@ -10,7 +10,7 @@ use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::snapshot::*;
 use serde_json::json;
 
-use super::{compile, Credential, Runtime, Target};
+use super::{compile, Credential, Endpoint, Runtime, Target};
 
 fn snapshot(policies: &str) -> Snapshot {
     let secrets: BTreeMap<String, String> = [(
@@ -100,10 +100,13 @@ fn a_good_snapshot_compiles_into_routing_and_credentials() {
     let Target::Model(model) = &gateway.targets["gpt"].0 else {
         panic!("gpt is a model")
     };
-    assert_eq!(
-        model.chat_url.as_ref().unwrap().as_str(),
-        "https://api.openai.com/v1/chat/completions"
-    );
+    let Endpoint::OpenAiChat(url) = &model.endpoint else {
+        panic!(
+            "an OpenAI model is called in OpenAI's shape: {:?}",
+            model.endpoint
+        )
+    };
+    assert_eq!(url.as_str(), "https://api.openai.com/v1/chat/completions");
     assert!(matches!(&model.credential, Credential::Headers(h) if h[0].0 == "authorization"));
     assert!(
         model.secret_values.contains(&"sk-test-12345".to_string()),

@@ -21,6 +21,10 @@ pub struct ModelConnection {
     pub credential_type: CredentialType,
     pub secret_keys: Vec<String>,
     pub has_credential: bool,
+    /// Calls authenticate with the gateway's own cloud identity (Vertex or Bedrock with auth
+    /// method `none`): only gateways started with `--cloud-identity` can call it.
+    #[serde(default)]
+    pub uses_gateway_identity: bool,
     pub attributes: BTreeMap<String, String>,
     pub filter_window_bytes: u64,
     pub filter_window_tokens: u64,

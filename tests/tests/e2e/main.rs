@@ -8,10 +8,12 @@
 )]
 
 mod agents;
+mod anthropic;
 mod api;
 mod audit;
 mod audit_delivery;
 mod cli;
+mod conformance;
 mod gateways;
 mod keys;
 mod llm;
@@ -23,6 +25,7 @@ mod resilience;
 mod rules;
 mod secrets;
 mod spend;
+mod spend_shared;
 mod sync;
 mod tls;
 mod tools;

@@ -29,10 +29,11 @@ on_both_backends!(
     create_get_list_and_names_unique,
     provider_is_known_and_fixed,
     provider_groups_need_their_locators,
+    cloud_credentials_are_checked,
     provider_config_needs_model_and_known_keys,
     auth_pairs_and_defaults,
     update_keeps_omitted_and_replaces_provider_config,
-    provided_flags_guard_secrets_attributes_and_window,
+    unflagged_values_are_ignored_and_flags_replace,
     filter_window_limits,
     switching_auth_method_deletes_the_credential,
     delete_detaches_and_deletes_credentials,
@@ -140,6 +141,37 @@ async fn provider_groups_need_their_locators(cp: &ControlPlane) {
         ("bedrock", json!({"model": "claude"}), Some("region")),
         (
             "bedrock",
+            json!({"model": "claude", "base_url": "http://127.0.0.1:9"}),
+            Some("region"),
+        ),
+        (
+            "vertex",
+            json!({"model": "gemini", "base_url": "http://127.0.0.1:9"}),
+            Some("project"),
+        ),
+        (
+            "bedrock",
+            json!({"model": "claude", "region": "us-east-1", "role_arn": "arn:aws:s3:::bucket"}),
+            Some("role_arn"),
+        ),
+        (
+            "bedrock",
+            json!({"model": "claude", "region": "us-east-1", "external_id": "x"}),
+            Some("role_arn"),
+        ),
+        (
+            "openai",
+            json!({"model": "gpt", "role_arn": "arn:aws:iam::123456789012:role/r"}),
+            Some("bedrock"),
+        ),
+        (
+            "bedrock",
+            json!({"model": "claude", "region": "us-east-1",
+                "role_arn": "arn:aws:iam::123456789012:role/bedrock-caller", "external_id": "e-1"}),
+            None,
+        ),
+        (
+            "bedrock",
             json!({"model": "claude", "region": "us-east-1"}),
             None,
         ),
@@ -161,6 +193,95 @@ async fn provider_groups_need_their_locators(cp: &ControlPlane) {
             }
             None => assert_eq!(reply.status, 200, "{provider}: {}", reply.text),
         }
+    }
+}
+
+/// Cloud providers take their own credential shapes, checked whole; none is echoed back.
+async fn cloud_credentials_are_checked(cp: &ControlPlane) {
+    let create = |name: &str, provider: &str, config: Value, auth: Value| {
+        let mut body = json!({"name": name, "provider": provider, "provider_config": config});
+        body.as_object_mut()
+            .unwrap()
+            .extend(auth.as_object().unwrap().clone());
+        cp.call(MGMT, "CreateLLMModelConnection", cp.body(body))
+    };
+    let bedrock = json!({"model": "anthropic.claude-3-haiku-20240307-v1:0", "region": "us-east-1"});
+    let vertex = json!({"model": "gemini-2.5-flash", "project": "p", "location": "us-central1"});
+    let secret = "AKIAIOSFODNN7EXAMPLE-secret-never-echoed";
+    for (provider, config, secrets, says) in [
+        (
+            "bedrock",
+            &bedrock,
+            json!({"aws_access_key_id": "AKIA"}),
+            "aws_secret_access_key",
+        ),
+        (
+            "bedrock",
+            &bedrock,
+            json!({"Authorization": "Bearer k", "aws_access_key_id": "AKIA"}),
+            "not both",
+        ),
+        (
+            "vertex",
+            &vertex,
+            json!({"service_account_json": secret}),
+            "not JSON",
+        ),
+        (
+            "vertex",
+            &vertex,
+            json!({"service_account_json": format!("{{\"client_email\": \"a@b\", \"private_key\": \"{secret}\"}}")}),
+            "PEM",
+        ),
+    ] {
+        let r = create(
+            "m",
+            provider,
+            config.clone(),
+            json!({"secret_values": secrets}),
+        )
+        .await;
+        r.expect_error("invalid_argument", 400).mentions(says);
+        assert!(
+            !r.text.contains(secret),
+            "the secret is not echoed: {}",
+            r.text
+        );
+    }
+    let keys = create(
+        "keys",
+        "bedrock",
+        bedrock.clone(),
+        json!({"secret_values": {"aws_access_key_id": "AKIA", "aws_secret_access_key": "s"}}),
+    )
+    .await;
+    assert_eq!(keys.status, 200, "{}", keys.text);
+    assert_eq!(keys.body["model"]["uses_gateway_identity"], false);
+    let api_key = create(
+        "api-key",
+        "bedrock",
+        bedrock.clone(),
+        json!({"secret_values": {"Authorization": "Bearer bedrock-api-key"}}),
+    )
+    .await;
+    assert_eq!(api_key.status, 200, "{}", api_key.text);
+    for (name, provider, config) in [
+        ("own-aws", "bedrock", &bedrock),
+        ("own-google", "vertex", &vertex),
+    ] {
+        let own = create(
+            name,
+            provider,
+            config.clone(),
+            json!({"auth_method": "none"}),
+        )
+        .await;
+        assert_eq!(own.status, 200, "{}", own.text);
+        assert_eq!(
+            own.body["model"]["uses_gateway_identity"], true,
+            "{}",
+            own.text
+        );
     }
 }
 
@@ -313,7 +434,7 @@ async fn update_keeps_omitted_and_replaces_provider_config(cp: &ControlPlane) {
     .expect_error("already_exists", 409);
 }
 
-async fn provided_flags_guard_secrets_attributes_and_window(cp: &ControlPlane) {
+async fn unflagged_values_are_ignored_and_flags_replace(cp: &ControlPlane) {
     let model = create_model(
         cp,
         json!({"name": "m", "provider": "openai", "provider_config": {"model": "gpt-4o"},
@@ -321,34 +442,37 @@ async fn provided_flags_guard_secrets_attributes_and_window(cp: &ControlPlane) {
     )
     .await;
     let mid = id(&model);
-    for (fields, flag) in [
-        (
-            json!({"secret_values": {"Authorization": "Bearer sk-two"}}),
-            "secret_values_provided",
-        ),
-        (
-            json!({"attributes": {"tier": "silver"}}),
-            "attributes_provided",
-        ),
-        (json!({"filter_window_bytes": 20}), "filter_window_provided"),
-    ] {
-        let mut body = cp.body(json!({"connection_id": mid}));
-        body.as_object_mut()
-            .unwrap()
-            .extend(fields.as_object().unwrap().clone());
-        cp.call(MGMT, "UpdateLLMModelConnection", body)
-            .await
-            .expect_error("invalid_argument", 400)
-            .mentions(flag);
-    }
+    // A client that sends the whole record back without the flags changes nothing it did not
+    // flag: the spec's "omitted or unflagged values keep the stored ones".
+    let echoed = cp
+        .ok(
+            MGMT,
+            "UpdateLLMModelConnection",
+            cp.body(json!({"connection_id": mid, "name": "m2",
+             "secret_values": {"x-api-key": "sk-two"}, "attributes": {"tier": "silver"},
+             "filter_window_bytes": 20, "filter_window_tokens": 5})),
+        )
+        .await["model"]
+        .clone();
+    assert_eq!(
+        echoed["name"], "m2",
+        "the unflagged update still applies the rest"
+    );
     let m = get_model(cp, &mid).await;
     assert_eq!(
-        m["attributes"],
-        json!({"tier": "gold"}),
-        "a refused update changes nothing"
+        (
+            m["attributes"].clone(),
+            m["filter_window_bytes"].as_u64(),
+            m["filter_window_tokens"].as_u64()
+        ),
+        (json!({"tier": "gold"}), Some(10), Some(0)),
+        "unflagged attributes and window are kept"
     );
-    assert_eq!(m["filter_window_bytes"], 10);
-
+    assert_eq!(
+        (m["secret_keys"].clone(), m["has_credential"].clone()),
+        (json!(["Authorization"]), json!(true)),
+        "unflagged secrets are kept"
+    );
     let m = cp
         .ok(MGMT, "UpdateLLMModelConnection", cp.body(json!({"connection_id": mid, "secret_values": {"x-api-key": "k2"}, "secret_values_provided": true,
              "attributes": {"tier": "silver"}, "attributes_provided": true, "filter_window_bytes": 20, "filter_window_provided": true})))

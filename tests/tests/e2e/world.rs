@@ -36,8 +36,13 @@ pub async fn world() -> World {
 
 /// The same world with the control plane on this backend.
 pub async fn world_on(backend: Backend) -> World {
+    world_with(backend, FakeLlm::openai()).await
+}
+
+/// The same world with this fake upstream.
+pub async fn world_with(backend: Backend, fake: FakeLlm) -> World {
     let cp = ControlPlane::start(backend).await;
-    let fake = FakeLlm::openai().start().await;
+    let fake = fake.start().await;
     let id = model(&cp, "gpt", &fake.base_url()).await;
     let gateway_id = cp.default_gateway_id.clone();
     cp.ok(

@@ -21,11 +21,14 @@ const CONFIG_KEYS: &[&str] = &[
     "location",
     "api_version",
     "pricing",
+    "role_arn",
+    "external_id",
 ];
 const PRICING_KEYS: &[&str] = &[
     "input_usd_per_mtok",
     "output_usd_per_mtok",
     "cached_input_usd_per_mtok",
+    "cache_write_usd_per_mtok",
 ];
 
 pub fn check_provider_config(provider: &Provider, config: &Map<String, Value>) -> ApiResult<()> {
@@ -53,6 +56,7 @@ pub fn check_provider_config(provider: &Provider, config: &Map<String, Value>) -
     for key in ["region", "project", "location", "api_version"] {
         text(key)?;
     }
+    check_role(provider, text("role_arn")?, text("external_id")?)?;
     let base_url = text("base_url")?;
     if let Some(url) = base_url {
         validate::http_url("provider_config.base_url", url)?;
@@ -66,20 +70,54 @@ pub fn check_provider_config(provider: &Provider, config: &Map<String, Value>) -
             )))
         }
         Locator::BaseUrl => {}
-        Locator::BaseUrlOr(keys) if base_url.is_none() => {
+        Locator::Keys(keys) => {
             for key in keys {
                 if text(key)?.is_none() {
                     return Err(invalid(format!(
-                        "provider {} needs provider_config.{} (or provider_config.base_url)",
-                        provider.id, key
+                        "provider {} needs provider_config.{key}",
+                        provider.id
                     )));
                 }
             }
         }
-        Locator::BaseUrlOr(_) => {}
     }
     if let Some(pricing) = config.get("pricing") {
         check_pricing(pricing)?;
+    }
+    Ok(())
+}
+
+/// A role to assume is a Bedrock matter: an IAM role ARN, with an optional external id.
+fn check_role(
+    provider: &Provider,
+    role_arn: Option<&str>,
+    external_id: Option<&str>,
+) -> ApiResult<()> {
+    if role_arn.is_none() && external_id.is_some() {
+        return Err(invalid(
+            "provider_config.external_id goes with provider_config.role_arn",
+        ));
+    }
+    let Some(arn) = role_arn else {
+        return Ok(());
+    };
+    if provider.id != "bedrock" {
+        return Err(invalid(format!(
+            "provider_config.role_arn is for bedrock models, not {}",
+            provider.id
+        )));
+    }
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let valid = parts.len() == 6
+        && parts[0] == "arn"
+        && parts[2] == "iam"
+        && parts[5].starts_with("role/")
+        && arn.len() <= 2048;
+    if !valid {
+        return Err(invalid(format!(
+            "provider_config.role_arn {:?} is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)",
+            validate::clip(arn)
+        )));
     }
     Ok(())
 }
@@ -190,6 +228,10 @@ pub fn check_secrets(
             )));
         }
         match provider.secret_shape {
+            // A Bedrock API key: `Authorization: Bearer …` in place of access keys.
+            SecretShape::Fields(_) if provider.id == "bedrock" && key == "Authorization" => {
+                validate::header_value(&format!("secret_values.{key}"), value)?;
+            }
             SecretShape::Headers => {
                 validate::header_name("secret_values", key)?;
                 validate::header_value(&format!("secret_values.{key}"), value)?;
@@ -209,7 +251,58 @@ pub fn check_secrets(
             }
         }
     }
+    check_cloud_secrets(provider, secrets)
+}
+
+/// The fields a cloud provider's stored credential needs together.
+fn check_cloud_secrets(provider: &Provider, secrets: &BTreeMap<String, String>) -> ApiResult<()> {
+    if secrets.is_empty() {
+        return Ok(());
+    }
+    match provider.id {
+        "bedrock" if secrets.contains_key("Authorization") && secrets.len() > 1 => {
+            return Err(invalid(
+                "secret_values holds either a Bedrock API key (Authorization) or access keys, not both",
+            ));
+        }
+        "bedrock" if secrets.contains_key("Authorization") => {}
+        "bedrock" => {
+            for key in ["aws_access_key_id", "aws_secret_access_key"] {
+                if !secrets.contains_key(key) {
+                    return Err(invalid(format!(
+                        "bedrock access keys need secret_values.{key}"
+                    )));
+                }
+            }
+        }
+        "vertex" => {
+            let json = secrets
+                .get("service_account_json")
+                .map(String::as_str)
+                .unwrap_or_default();
+            check_service_account(json)?;
+        }
+        _ => {}
+    }
     Ok(())
+}
+
+/// A Google service-account key file: an email, an RSA key in PEM and a token URI. Messages
+/// never repeat the key.
+fn check_service_account(json: &str) -> ApiResult<()> {
+    let bad = |why: &str| invalid(format!("secret_values.service_account_json {why}"));
+    let key: Value = serde_json::from_str(json).map_err(|_| bad("is not JSON"))?;
+    let field = |k: &str| key.get(k).and_then(Value::as_str).filter(|v| !v.is_empty());
+    if field("client_email").is_none() {
+        return Err(bad("has no client_email"));
+    }
+    if !field("private_key").is_some_and(|k| k.contains("PRIVATE KEY-----")) {
+        return Err(bad("has no private_key in PEM"));
+    }
+    match field("token_uri") {
+        Some(uri) => validate::http_url("service_account_json.token_uri", uri).map(|_| ()),
+        None => Err(bad("has no token_uri")),
+    }
 }
 
 /// Filter windows: at most 1 MiB and 4,096 tokens; 0 uses the workspace setting.

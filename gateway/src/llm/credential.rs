@@ -1,0 +1,52 @@
+//! The credential step: how a member's upstream request is authenticated. Asynchronous,
+//! because it may need a round trip (a Google token, AWS credentials of an assumed role) and
+//! signs the exact bytes sent (SigV4).
+
+use super::plan::Plan;
+use crate::cloud::aws;
+use crate::error::GatewayError;
+use crate::snapshot::{AwsSource, Credential, GoogleSource, ModelEntry};
+use crate::Gateway;
+
+/// Adds the member's credential to an upstream request.
+pub async fn authorize(
+    gw: &Gateway,
+    model: &ModelEntry,
+    plan: &Plan,
+    mut request: reqwest::RequestBuilder,
+) -> Result<reqwest::RequestBuilder, GatewayError> {
+    match &model.credential {
+        Credential::None => Ok(request),
+        Credential::Headers(headers) => {
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            Ok(request)
+        }
+        Credential::Google(source) => {
+            let token = match source {
+                GoogleSource::ServiceAccount(sa) => sa.token(&gw.http(), &model.name).await?,
+                GoogleSource::Gateway => gw.cloud.google.token(&model.name).await?,
+            };
+            Ok(request.bearer_auth(token))
+        }
+        Credential::Aws { region, source } => {
+            let credentials = match source {
+                AwsSource::Keys(keys) => keys.clone(),
+                AwsSource::Gateway(role) => {
+                    gw.cloud
+                        .aws
+                        .credentials(role.as_deref(), &model.name)
+                        .await?
+                }
+            };
+            // The signature covers the content type and the body, exactly as sent.
+            let signed = [("content-type", "application/json")];
+            for (name, value) in aws::sign(&credentials, region, &plan.url, &signed, &plan.body)? {
+                request = request.header(name, value);
+            }
+            Ok(request)
+        }
+        Credential::Unavailable(why) => Err(GatewayError::Unsupported(why.clone())),
+    }
+}

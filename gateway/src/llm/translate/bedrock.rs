@@ -1,0 +1,4 @@
+//! Members whose upstream speaks Amazon Bedrock's Converse API.
+
+pub mod from_anthropic;
+pub mod from_openai;

@@ -1,0 +1,269 @@
+//! Compiling one model connection: where its calls go (its provider's API at its base URL, or
+//! the cloud's regional endpoint) and how they are authenticated (stored headers, SigV4 with
+//! stored keys or the gateway's AWS identity, a Google token from a service-account key or the
+//! gateway's Google identity).
+
+use std::sync::Arc;
+
+use http::{HeaderName, HeaderValue};
+use portcullis_shared::api::{AuthMethod, CredentialType};
+use portcullis_shared::policy::{self, Kind};
+use portcullis_shared::prices;
+use portcullis_shared::provider::{self, Provider};
+use portcullis_shared::snapshot::SnapModel;
+
+use super::{AwsSource, Credential, Endpoint, GoogleSource, ModelEntry, Runtime};
+use crate::cloud::{aws, google};
+
+pub fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, String> {
+    let provider =
+        provider::find(&m.provider).ok_or_else(|| format!("unknown provider {}", m.provider))?;
+    let config = Config(m);
+    let upstream_model = config
+        .text("model")
+        .ok_or("provider_config.model is missing")?
+        .to_string();
+    let endpoint = endpoint(m, provider, &config, &upstream_model)?;
+    let credential = credential(m, provider, &config, runtime)?;
+    let price = prices::resolve(m.provider_config.get("pricing"), &upstream_model);
+    Ok(ModelEntry {
+        id: m.connection_id.clone(),
+        name: m.name.clone(),
+        provider,
+        price,
+        upstream_model,
+        endpoint,
+        credential,
+        secret_values: super::compile::scrub_list(m.secret_values.0.values()),
+        uid: policy::uid(Kind::Model, &m.name),
+        health: runtime.health(&m.connection_id),
+    })
+}
+
+/// A model's `provider_config` text fields.
+struct Config<'a>(&'a SnapModel);
+
+impl Config<'_> {
+    fn text(&self, key: &str) -> Option<&str> {
+        self.0
+            .provider_config
+            .get(key)
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+    }
+}
+
+fn parse(url: &str) -> Result<reqwest::Url, String> {
+    reqwest::Url::parse(url).map_err(|e| format!("URL {url}: {e}"))
+}
+
+/// A path segment as URLs carry it (a Bedrock model id or ARN holds `:` and `/`).
+fn segment(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+/// Where a model's calls go: its provider's API at its base URL.
+fn endpoint(
+    m: &SnapModel,
+    provider: &'static Provider,
+    config: &Config<'_>,
+    model: &str,
+) -> Result<Endpoint, String> {
+    let configured = config.text("base_url").map(|b| b.trim_end_matches('/'));
+    let pair = |whole: String, stream: String| Ok::<_, String>((parse(&whole)?, parse(&stream)?));
+    Ok(match provider.id {
+        "google" => {
+            let base = configured.unwrap_or("https://generativelanguage.googleapis.com");
+            let at = format!("{base}/v1beta/models/{}", segment(model));
+            let (whole, stream) = pair(
+                format!("{at}:generateContent"),
+                format!("{at}:streamGenerateContent?alt=sse"),
+            )?;
+            Endpoint::Gemini { whole, stream }
+        }
+        "vertex" => vertex(m, config, configured, model)?,
+        "bedrock" => {
+            let region = config.text("region").unwrap_or("us-east-1");
+            let default = format!("https://bedrock-runtime.{region}.amazonaws.com");
+            let at = format!(
+                "{}/model/{}",
+                configured.unwrap_or(&default),
+                segment(model)
+            );
+            let (whole, stream) = pair(format!("{at}/converse"), format!("{at}/converse-stream"))?;
+            Endpoint::Bedrock { whole, stream }
+        }
+        "anthropic" => {
+            let base = configured.unwrap_or("https://api.anthropic.com");
+            // `https://api.anthropic.com`, or a base that already ends in `/v1`.
+            let path = if base.ends_with("/v1") {
+                "/messages"
+            } else {
+                "/v1/messages"
+            };
+            Endpoint::AnthropicMessages(parse(&format!("{base}{path}"))?)
+        }
+        "custom" => {
+            let base = configured.ok_or("custom needs provider_config.base_url")?;
+            Endpoint::Custom {
+                chat: parse(&format!("{base}/chat/completions"))?,
+                messages: parse(&format!("{base}/messages"))?,
+            }
+        }
+        _ if provider.speaks_openai() => match provider.base_url(configured) {
+            Some(base) => Endpoint::OpenAiChat(parse(&format!(
+                "{}/chat/completions",
+                base.trim_end_matches('/')
+            ))?),
+            None => Endpoint::Unsupported(format!("model '{}' has no base_url configured", m.name)),
+        },
+        other => Endpoint::Unsupported(format!(
+            "model '{}' uses provider {other}, which this gateway cannot call",
+            m.name
+        )),
+    })
+}
+
+/// Vertex: Gemini models by `generateContent`, Claude models by `rawPredict`, both under the
+/// project and location.
+fn vertex(
+    m: &SnapModel,
+    config: &Config<'_>,
+    configured: Option<&str>,
+    model: &str,
+) -> Result<Endpoint, String> {
+    let (Some(project), Some(location)) = (config.text("project"), config.text("location")) else {
+        return Ok(Endpoint::Unsupported(format!(
+            "model '{}' needs provider_config.project and location",
+            m.name
+        )));
+    };
+    let default = match location {
+        "global" => "https://aiplatform.googleapis.com".to_string(),
+        region => format!("https://{region}-aiplatform.googleapis.com"),
+    };
+    let base = configured.unwrap_or(&default);
+    let publisher = if model.starts_with("claude") {
+        "anthropic"
+    } else {
+        "google"
+    };
+    let at = format!(
+        "{base}/v1/projects/{}/locations/{}/publishers/{publisher}/models/{}",
+        segment(project),
+        segment(location),
+        segment(model)
+    );
+    Ok(if publisher == "anthropic" {
+        Endpoint::VertexAnthropic {
+            whole: parse(&format!("{at}:rawPredict"))?,
+            stream: parse(&format!("{at}:streamRawPredict"))?,
+        }
+    } else {
+        Endpoint::Gemini {
+            whole: parse(&format!("{at}:generateContent"))?,
+            stream: parse(&format!("{at}:streamGenerateContent?alt=sse"))?,
+        }
+    })
+}
+
+/// How a model's upstream is authenticated.
+fn credential(
+    m: &SnapModel,
+    provider: &'static Provider,
+    config: &Config<'_>,
+    runtime: &Runtime,
+) -> Result<Credential, String> {
+    let secrets = &m.secret_values.0;
+    let cloud = matches!(provider.id, "vertex" | "bedrock");
+    Ok(match (m.auth_method, m.credential_type) {
+        (AuthMethod::None, _) if cloud => gateway_identity(provider, config, runtime),
+        (AuthMethod::None, _) => Credential::None,
+        (AuthMethod::ApiKey, CredentialType::Shared) if secrets.is_empty() => {
+            Credential::Unavailable(format!(
+                "model '{}' has no stored credential; an administrator must set its secret_values",
+                m.name
+            ))
+        }
+        (AuthMethod::ApiKey, CredentialType::Shared) => match provider.id {
+            // A Bedrock API key is a bearer header like any other.
+            "bedrock" if !secrets.contains_key("Authorization") => Credential::Aws {
+                region: config.text("region").unwrap_or("us-east-1").to_string(),
+                source: AwsSource::Keys(aws_keys(secrets)?),
+            },
+            "vertex" => {
+                let json = secrets
+                    .get("service_account_json")
+                    .ok_or("vertex needs secret_values.service_account_json")?;
+                let tokens = runtime.google_tokens(json);
+                match google::ServiceAccount::parse(json, tokens) {
+                    Ok(sa) => Credential::Google(GoogleSource::ServiceAccount(Arc::new(sa))),
+                    Err(why) => Credential::Unavailable(format!("model '{}': {why}", m.name)),
+                }
+            }
+            _ => Credential::Headers(headers(secrets)?),
+        },
+        (AuthMethod::ApiKey, _) => Credential::Unavailable(format!(
+            "model '{}' uses per-user API keys, which this gateway version cannot provision yet",
+            m.name
+        )),
+        (AuthMethod::OAuth, _) => Credential::Unavailable(format!(
+            "model '{}' uses OAuth, which this gateway version cannot inject yet",
+            m.name
+        )),
+    })
+}
+
+/// The gateway's own cloud identity, with the role to assume for Bedrock.
+fn gateway_identity(provider: &Provider, config: &Config<'_>, runtime: &Runtime) -> Credential {
+    if provider.id == "vertex" {
+        return Credential::Google(GoogleSource::Gateway);
+    }
+    let role = config.text("role_arn").map(|arn| {
+        let external_id = config.text("external_id").map(str::to_string);
+        Arc::new(aws::Role {
+            credentials: runtime.aws_role(arn, external_id.as_deref()),
+            arn: arn.to_string(),
+            external_id,
+        })
+    });
+    Credential::Aws {
+        region: config.text("region").unwrap_or("us-east-1").to_string(),
+        source: AwsSource::Gateway(role),
+    }
+}
+
+fn aws_keys(
+    secrets: &std::collections::BTreeMap<String, String>,
+) -> Result<aws_credential_types::Credentials, String> {
+    let field = |k: &str| {
+        secrets
+            .get(k)
+            .cloned()
+            .ok_or_else(|| format!("bedrock needs secret_values.{k}"))
+    };
+    Ok(aws_credential_types::Credentials::new(
+        field("aws_access_key_id")?,
+        field("aws_secret_access_key")?,
+        secrets.get("aws_session_token").cloned(),
+        None,
+        "portcullis-model-connection",
+    ))
+}
+
+fn headers(
+    secrets: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+    let mut out = Vec::with_capacity(secrets.len());
+    for (name, value) in secrets {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("secret key {name:?} is not a header name"))?;
+        let mut value = HeaderValue::from_str(value)
+            .map_err(|_| format!("secret {name} is not a valid header value"))?;
+        value.set_sensitive(true);
+        out.push((name, value));
+    }
+    Ok(out)
+}
