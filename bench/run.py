@@ -11,7 +11,8 @@ against the upstream directly and through the gateway:
 
 and the gateway's peak RSS. It also measures, alternately within the run so the VM's drift
 cancels: audit on versus off, quota enforcement, a call translated from OpenAI's shape to an
-Anthropic-shaped upstream against the same call passed through, and — with
+Anthropic-, Gemini- and Bedrock-shaped upstream (SigV4 signing included) against the same call
+passed through, and — with
 PORTCULLIS_BENCH_BASELINE=DIR holding an earlier build's `portcullis-gateway` — that build
 against this one. Prints a Markdown table and writes bench/results/latest.json.
 Run it through bench/run.sh, which builds what it needs.
@@ -33,7 +34,6 @@ CONCURRENCY = int(os.environ.get("PORTCULLIS_BENCH_CONCURRENCY", "32"))
 RATE = int(os.environ.get("PORTCULLIS_BENCH_RATE", "1000"))
 TTFB_COUNT = os.environ.get("PORTCULLIS_BENCH_TTFB_COUNT", "2000")
 BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "Say hello."}]})
-CLAUDE_BODY = json.dumps({"model": "bench-claude", "messages": [{"role": "user", "content": "Say hello."}]})
 BASELINE = os.environ.get("PORTCULLIS_BENCH_BASELINE")
 PROCS = []
 
@@ -249,28 +249,48 @@ def saturation_cpu(results, name, url, key, pid, body=BODY):
     results[f"{name}_cpu_us_per_request"] = (cpu_seconds(pid) - before) / max(run["requests"], 1) * 1e6
 
 
+# Models on other dialects, each on the same fake: (name, provider, provider_config, secrets).
+# Bedrock with stored keys signs every request with SigV4; the fake accepts any signature.
+TRANSLATED = [
+    ("bench-claude", "anthropic", {"model": "claude-sonnet-4-5"}, {"x-api-key": "sk-ant-bench-upstream"}),
+    ("bench-gemini", "google", {"model": "gemini-2.5-flash"}, {"x-goog-api-key": "bench-google-key"}),
+    ("bench-bedrock", "bedrock", {"model": "us.anthropic.claude-sonnet-4-5-20250929-v1:0", "region": "us-east-1"},
+     {"aws_access_key_id": "AKIABENCH", "aws_secret_access_key": "bench-secret"}),
+]
+
+
+def body_for(model):
+    return json.dumps({"model": model, "messages": [{"role": "user", "content": "Say hello."}]})
+
+
 def translation(results, base, key, ws, gid, fake_addr, gw, gw_url, agent_key):
-    """The same gateway and agent, a model whose upstream speaks Anthropic's Messages API (the
-    fake's /v1/messages): OpenAI's shape in, Anthropic's out and back. Alternated with the
-    pass-through model at a fixed rate, then saturation with CPU per request for each."""
-    claude = call(base, key, "CreateLLMModelConnection", {
-        "workspace_id": ws, "name": "bench-claude", "provider": "anthropic",
-        "provider_config": {"model": "claude-sonnet-4-5", "base_url": f"http://{fake_addr}"},
-        "secret_values": {"x-api-key": "sk-ant-bench-upstream"}})
-    call(base, key, "AddGatewayModel", {"workspace_id": ws, "gateway_id": gid, "connection_id": claude["connection_id"]})
+    """The same gateway and agent, models whose upstreams speak Anthropic's Messages API,
+    Gemini's generateContent and Bedrock's Converse (SigV4-signed): OpenAI's shape in, theirs out
+    and back. Alternated with the pass-through model at a fixed rate, then saturation with CPU
+    per request for each."""
+    for name, provider, config, secrets in TRANSLATED:
+        m = call(base, key, "CreateLLMModelConnection", {
+            "workspace_id": ws, "name": name, "provider": provider,
+            "provider_config": {**config, "base_url": f"http://{fake_addr}"}, "secret_values": secrets})
+        call(base, key, "AddGatewayModel", {"workspace_id": ws, "gateway_id": gid, "connection_id": m["connection_id"]})
     call(base, key, "UpdateAgent", {"workspace_id": ws, "agent_id": "bench",
-                                    "allowed_direct_model_names": ["bench", "bench-claude"]})
+                                    "allowed_direct_model_names": ["bench"] + [t[0] for t in TRANSLATED]})
     time.sleep(2)
-    passed, translated = [], []
+    runs = {"passthrough": []} | {t[0]: [] for t in TRANSLATED}
     for _ in range(3):
-        passed.append(oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)]))
-        translated.append(oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)], CLAUDE_BODY))
-    results["passthrough_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in passed)[1]
-    results["translated_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in translated)[1]
-    results["translated_non_2xx"] = sum(x["requests"] - x["ok"] for x in translated)
+        runs["passthrough"].append(oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)]))
+        for name, *_ in TRANSLATED:
+            runs[name].append(oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)], body_for(name)))
+    for name, r in runs.items():
+        label = "translated" if name == "bench-claude" else name.replace("bench-", "")
+        results[f"{label}_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in r)[1]
+        results[f"{label}_non_2xx"] = sum(x["requests"] - x["ok"] for x in r)
     saturation_cpu(results, "passthrough", gw_url, agent_key, gw.pid)
-    saturation_cpu(results, "translated", gw_url, agent_key, gw.pid, CLAUDE_BODY)
-    results["translated_non_2xx"] += results["translated_saturation"]["requests"] - results["translated_saturation"]["ok"]
+    for name, *_ in TRANSLATED:
+        label = "translated" if name == "bench-claude" else name.replace("bench-", "")
+        saturation_cpu(results, label, gw_url, agent_key, gw.pid, body_for(name))
+        run = results[f"{label}_saturation"]
+        results[f"{label}_non_2xx"] += run["requests"] - run["ok"]
 
 
 def baseline(results, base, token, tmp, gw, gw_url, agent_key, gid):
@@ -300,6 +320,13 @@ def extra_rows(r, df):
             f"| translated OpenAI → Anthropic vs passed through: {r['rate']} requests/s, added p50 ms (median of 3 alternating runs) | | {r['passthrough_fixed_rate_p50_ms'] - df['p50_ms']:.3f} → {r['translated_fixed_rate_p50_ms'] - df['p50_ms']:.3f} | {(r['translated_fixed_rate_p50_ms'] - r['passthrough_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
             f"| translated vs passed through: saturation requests/s, gateway CPU per request | | {r['passthrough_saturation']['rps']:.0f}, {r['passthrough_cpu_us_per_request']:.0f} µs / {r['translated_saturation']['rps']:.0f}, {r['translated_cpu_us_per_request']:.0f} µs | {r['translated_cpu_us_per_request'] - r['passthrough_cpu_us_per_request']:+.0f} µs |",
             f"| translated non-2xx replies | | {r['translated_non_2xx']} | |",
+        ]
+    for label, shape in [("gemini", "Gemini generateContent"), ("bedrock", "Bedrock Converse, SigV4-signed")]:
+        if f"{label}_saturation" not in r:
+            continue
+        rows += [
+            f"| OpenAI → {shape} vs passed through: {r['rate']} requests/s, added p50 ms | | {r['passthrough_fixed_rate_p50_ms'] - df['p50_ms']:.3f} → {r[label + '_fixed_rate_p50_ms'] - df['p50_ms']:.3f} | {(r[label + '_fixed_rate_p50_ms'] - r['passthrough_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
+            f"| OpenAI → {shape}: saturation requests/s, gateway CPU per request, non-2xx | | {r[label + '_saturation']['rps']:.0f}, {r[label + '_cpu_us_per_request']:.0f} µs, {r[label + '_non_2xx']} | {r[label + '_cpu_us_per_request'] - r['passthrough_cpu_us_per_request']:+.0f} µs |",
         ]
     if "baseline_saturation" in r:
         rows += [

@@ -263,7 +263,12 @@ mod tests {
             api_key_secret("google", "g").unwrap(),
             ("x-goog-api-key".into(), "g".into())
         );
-        assert!(api_key_secret("bedrock", "k").is_err());
+        assert_eq!(
+            api_key_secret("bedrock", "k").unwrap(),
+            ("Authorization".into(), "Bearer k".into()),
+            "a Bedrock API key is a bearer token"
+        );
+        assert!(api_key_secret("vertex", "k").is_err());
         assert!(api_key_secret("nope", "k").is_err());
     }
 
@@ -277,6 +282,7 @@ mod tests {
                     assert_eq!(header, p.api_key_header.0);
                     assert_eq!(value, format!("{}k", p.api_key_header.1));
                 }
+                SecretShape::Fields(_) if p.id == "bedrock" => assert!(result.is_ok()),
                 SecretShape::Fields(_) => assert!(result.is_err(), "{}", p.id),
             }
         }

@@ -30,6 +30,11 @@ pub struct UpArgs {
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     pub log_format: String,
+    /// Let Bedrock and Vertex models with auth method `none` use this machine's own AWS and
+    /// Google identity (the default credential chain, GOOGLE_APPLICATION_CREDENTIALS, the
+    /// metadata server).
+    #[arg(long, env = "PORTCULLIS_CLOUD_IDENTITY")]
+    pub cloud_identity: bool,
 }
 
 const DEPLOYMENT: &str = "embedded";
@@ -103,6 +108,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         token,
         data_dir: args.data_dir.join("gateway"),
         log_format,
+        cloud_identity: args.cloud_identity,
         ..portcullis_gateway::Config::default()
     };
     let gw = portcullis_gateway::start(gw_config).await?;

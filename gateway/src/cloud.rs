@@ -8,3 +8,18 @@
 pub mod aws;
 pub mod cache;
 pub mod google;
+
+/// An error with the causes under it, for the admin who reads why a cloud gave no credential.
+pub fn explain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let said = e.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = e.source();
+    }
+    text
+}

@@ -8,14 +8,29 @@
 //! sets the content; `.tool_call("name", args)` answers a request that offers tools with a call
 //! to the first tool (a request carrying the tool's result gets a text answer). It also answers
 //! MCP on `/mcp` (stateless, from memory), for load tests.
+//!
+//! It also stands in for the clouds: Gemini on `/v1beta/models/…` and Vertex on
+//! `/v1/projects/…` (Gemini and Claude), Bedrock Converse on `/model/…`, Google's token
+//! endpoint on `/token` and AWS STS on `/`. Each checks credentials the way the provider does
+//! once they are registered (`.google_api_key`, `.bedrock_api_key`, `.aws_keys`, `.aws_role`,
+//! [`RunningFake::service_account`]) and accepts any non-empty credential until then.
 
 mod anthropic;
+mod bedrock;
+mod cloud;
+mod gemini;
 mod openai;
+mod sigv4;
 
+pub use gemini::SIGNATURE as GEMINI_SIGNATURE;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use axum::extract::{Path, State};
 use axum::http::HeaderMap;
+use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use serde_json::Value;
@@ -35,6 +50,16 @@ struct Behaviour {
     tool_call: Option<(String, Value)>,
     /// The `x-api-key` the Anthropic endpoint accepts; any non-empty key when unset.
     anthropic_key: Option<String>,
+    /// The `x-goog-api-key` the Gemini API paths accept; any non-empty key when unset.
+    google_api_key: Option<String>,
+    /// The bearer API key Bedrock accepts besides SigV4.
+    bedrock_api_key: Option<String>,
+    /// Access keys Bedrock and STS accept: id → secret.
+    aws_keys: BTreeMap<String, String>,
+    /// Roles STS lets the registered keys assume, with the external id each requires.
+    aws_roles: BTreeMap<String, Option<String>>,
+    /// How long the tokens the Google token endpoint issues last.
+    token_lifetime_secs: u64,
     record: bool,
     chunk_delay_ms: u64,
     reply_delay_ms: u64,
@@ -44,6 +69,7 @@ struct Behaviour {
 struct Shared {
     behaviour: Behaviour,
     recorded: Arc<Mutex<Vec<Recorded>>>,
+    cloud: Arc<Mutex<cloud::CloudState>>,
 }
 
 impl Shared {
@@ -75,6 +101,7 @@ pub struct FakeLlm {
 pub struct RunningFake {
     pub addr: SocketAddr,
     recorded: Arc<Mutex<Vec<Recorded>>>,
+    cloud: Arc<Mutex<cloud::CloudState>>,
     _task: tokio::task::JoinHandle<()>,
 }
 
@@ -87,6 +114,11 @@ impl FakeLlm {
                 reply: "Hello from the fake upstream.".into(),
                 tool_call: None,
                 anthropic_key: None,
+                google_api_key: None,
+                bedrock_api_key: None,
+                aws_keys: BTreeMap::new(),
+                aws_roles: BTreeMap::new(),
+                token_lifetime_secs: 3600,
                 record: true,
                 chunk_delay_ms: 0,
                 reply_delay_ms: 0,
@@ -122,6 +154,40 @@ impl FakeLlm {
         self
     }
 
+    /// The only `x-goog-api-key` the Gemini API paths accept.
+    pub fn google_api_key(mut self, key: &str) -> Self {
+        self.behaviour.google_api_key = Some(key.to_string());
+        self
+    }
+
+    /// A Bedrock API key, accepted as `Authorization: Bearer`.
+    pub fn bedrock_api_key(mut self, key: &str) -> Self {
+        self.behaviour.bedrock_api_key = Some(key.to_string());
+        self
+    }
+
+    /// AWS access keys whose SigV4 signatures Bedrock and STS accept.
+    pub fn aws_keys(mut self, id: &str, secret: &str) -> Self {
+        self.behaviour
+            .aws_keys
+            .insert(id.to_string(), secret.to_string());
+        self
+    }
+
+    /// A role STS lets registered keys assume, with the external id it requires.
+    pub fn aws_role(mut self, arn: &str, external_id: Option<&str>) -> Self {
+        self.behaviour
+            .aws_roles
+            .insert(arn.to_string(), external_id.map(str::to_string));
+        self
+    }
+
+    /// How long issued Google tokens last (an hour unless set).
+    pub fn token_lifetime_secs(mut self, secs: u64) -> Self {
+        self.behaviour.token_lifetime_secs = secs;
+        self
+    }
+
     /// Keeps no record (for load tests).
     pub fn no_record(mut self) -> Self {
         self.behaviour.record = false;
@@ -140,23 +206,32 @@ impl FakeLlm {
         self
     }
 
-    pub fn router(self) -> (Router, Arc<Mutex<Vec<Recorded>>>) {
-        let recorded = Arc::new(Mutex::new(Vec::new()));
+    fn router(self) -> (Router, Shared) {
+        let mut state = cloud::CloudState::default();
+        for (id, secret) in &self.behaviour.aws_keys {
+            state.aws_keys.insert(id.clone(), (secret.clone(), None));
+        }
         let shared = Shared {
             behaviour: self.behaviour,
-            recorded: recorded.clone(),
+            recorded: Arc::new(Mutex::new(Vec::new())),
+            cloud: Arc::new(Mutex::new(state)),
         };
         let router = Router::new()
             .route("/v1/chat/completions", post(openai::chat))
             .route("/chat/completions", post(openai::chat))
             .route("/v1/messages", post(anthropic::messages))
-            .with_state(shared)
+            .route("/v1beta/models/{*call}", post(gemini_api))
+            .route("/v1/projects/{*call}", post(vertex))
+            .route("/model/{*call}", post(bedrock))
+            .route("/token", post(google_token))
+            .route("/", post(sts))
+            .with_state(shared.clone())
             .merge(crate::fake_mcp::stateless_router());
-        (router, recorded)
+        (router, shared)
     }
 
     pub async fn start_on(self, addr: &str) -> RunningFake {
-        let (router, recorded) = self.router();
+        let (router, shared) = self.router();
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .expect("bind fake");
@@ -166,7 +241,8 @@ impl FakeLlm {
         });
         RunningFake {
             addr,
-            recorded,
+            recorded: shared.recorded,
+            cloud: shared.cloud,
             _task: task,
         }
     }
@@ -187,6 +263,33 @@ impl RunningFake {
         format!("http://{}", self.addr)
     }
 
+    /// The root Gemini, Vertex and Bedrock connections point their `base_url` at, and where
+    /// `AWS_ENDPOINT_URL_STS` points.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A new service-account key file (JSON) whose token URI is this fake's `/token`; the
+    /// token endpoint accepts assertions signed with it, and from then on Vertex paths want
+    /// its tokens.
+    pub fn service_account(&self, email: &str) -> String {
+        let (file, public) =
+            cloud::service_account_key(email, &format!("{}/token", self.root_url()));
+        self.cloud
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .service_accounts
+            .insert(email.to_string(), public);
+        file
+    }
+
+    /// The requests received on paths that end with `suffix`.
+    pub fn requests_to(&self, suffix: &str) -> Vec<Recorded> {
+        let mut all = self.requests();
+        all.retain(|r| r.path.ends_with(suffix));
+        all
+    }
+
     pub fn requests(&self) -> Vec<Recorded> {
         self.recorded
             .lock()
@@ -195,21 +298,114 @@ impl RunningFake {
     }
 }
 
-/// Streams events with the behaviour's delay between them.
-fn event_stream(events: Vec<String>, delay: u64) -> axum::response::Response {
+/// Streams server-sent events with the behaviour's delay between them.
+fn event_stream(events: Vec<String>, delay: u64) -> Response {
+    let events = events.into_iter().map(String::into_bytes).collect();
+    byte_stream(events, delay, "text/event-stream")
+}
+
+/// Streams pieces of a body with the behaviour's delay between them.
+fn byte_stream(pieces: Vec<Vec<u8>>, delay: u64, content_type: &str) -> Response {
     use axum::response::IntoResponse;
     use futures_util::StreamExt;
-    let stream = futures_util::stream::iter(events).then(move |e| async move {
+    let stream = futures_util::stream::iter(pieces).then(move |e| async move {
         if delay > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
         }
         Ok::<_, std::convert::Infallible>(e)
     });
-    axum::response::Response::builder()
-        .header("content-type", "text/event-stream")
+    Response::builder()
+        .header("content-type", content_type)
         .header("cache-control", "no-cache")
         .body(axum::body::Body::from_stream(stream))
         .unwrap_or_else(|_| axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn json_body(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or(Value::Null)
+}
+
+async fn gemini_api(
+    State(shared): State<Shared>,
+    Path(call): Path<String>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let body = json_body(&body);
+    shared.record(uri.path(), &headers, &body);
+    shared.delay().await;
+    gemini::answer(&shared, &call, false, &headers, &body)
+}
+
+/// `{project}/locations/{location}/publishers/{google|anthropic}/models/{model}:{method}`.
+async fn vertex(
+    State(shared): State<Shared>,
+    Path(call): Path<String>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let body = json_body(&body);
+    shared.record(uri.path(), &headers, &body);
+    shared.delay().await;
+    let segments: Vec<&str> = call.split('/').collect();
+    match segments[..] {
+        [_, "locations", _, "publishers", "google", "models", model] => {
+            gemini::answer(&shared, model, true, &headers, &body)
+        }
+        [_, "locations", _, "publishers", "anthropic", "models", model] => {
+            anthropic::vertex(&shared, model, &headers, &body)
+        }
+        _ => gemini::error(404, "The requested URL was not found on this server."),
+    }
+}
+
+async fn bedrock(
+    State(shared): State<Shared>,
+    Path(call): Path<String>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    bytes: axum::body::Bytes,
+) -> Response {
+    shared.record(uri.path(), &headers, &json_body(&bytes));
+    shared.delay().await;
+    let received = bedrock::Received {
+        path: uri.path(),
+        query: uri.query().unwrap_or_default(),
+        headers: &headers,
+        bytes: &bytes,
+    };
+    bedrock::answer(&shared, &call, &received)
+}
+
+async fn google_token(
+    State(shared): State<Shared>,
+    headers: HeaderMap,
+    bytes: axum::body::Bytes,
+) -> Response {
+    shared.record("/token", &headers, &cloud::form_json(&bytes));
+    let host = headers
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    cloud::token(&shared, &format!("http://{host}/token"), &bytes)
+}
+
+async fn sts(
+    State(shared): State<Shared>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    bytes: axum::body::Bytes,
+) -> Response {
+    shared.record("/", &headers, &cloud::form_json(&bytes));
+    cloud::sts(
+        &shared,
+        uri.path(),
+        uri.query().unwrap_or_default(),
+        &headers,
+        &bytes,
+    )
 }
 
 /// The text a reply streams, in pieces as a model would.

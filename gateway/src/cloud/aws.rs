@@ -81,7 +81,7 @@ impl Ambient {
                 let c = provider
                     .provide_credentials()
                     .await
-                    .map_err(|e| failed(e.to_string()))?;
+                    .map_err(|e| failed(super::explain(&e)))?;
                 let valid = valid_for(&c);
                 Ok((c, valid))
             })

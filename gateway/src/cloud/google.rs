@@ -146,11 +146,11 @@ impl Ambient {
                     .provider
                     .get_or_try_init(gcp_auth::provider)
                     .await
-                    .map_err(|e| failed(e.to_string()))?;
+                    .map_err(|e| failed(super::explain(&e)))?;
                 let token = provider
                     .token(&[SCOPE])
                     .await
-                    .map_err(|e| failed(e.to_string()))?;
+                    .map_err(|e| failed(super::explain(&e)))?;
                 let left = (token.expires_at() - chrono::Utc::now())
                     .to_std()
                     .unwrap_or_default();

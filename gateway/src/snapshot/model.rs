@@ -57,11 +57,13 @@ fn parse(url: &str) -> Result<reqwest::Url, String> {
     reqwest::Url::parse(url).map_err(|e| format!("URL {url}: {e}"))
 }
 
-/// A path segment as URLs carry it (a Bedrock model id or ARN holds `:` and `/`).
+/// A path segment as URLs carry it (a Bedrock model id or ARN holds `:` and `/`); `@`, which
+/// paths allow and Vertex model versions use, stays as it is.
 fn segment(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes())
         .collect::<String>()
         .replace('+', "%20")
+        .replace("%40", "@")
 }
 
 /// Where a model's calls go: its provider's API at its base URL.

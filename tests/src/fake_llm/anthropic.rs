@@ -2,7 +2,9 @@
 //! (text and tool use, `ping` included), errors in `{"type": "error", …}`. It refuses what the
 //! real API refuses: a missing or wrong `x-api-key` (401), a missing `anthropic-version`, a
 //! missing `max_tokens`, roles other than user and assistant, and tool uses not answered by a
-//! tool result in the next user turn (400).
+//! tool result in the next user turn (400). On Vertex (`…/publishers/anthropic/models/{model}:
+//! rawPredict` and `:streamRawPredict`) the model is in the path, never in the body, the body
+//! names `anthropic_version: vertex-2023-10-16`, and the caller holds a Google bearer token.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -34,6 +36,14 @@ fn refusal(shared: &Shared, headers: &HeaderMap, body: &Value) -> Option<Respons
             "anthropic-version: header is required",
         ));
     }
+    if !body["model"].is_string() {
+        return Some(error(400, "invalid_request_error", "model: Field required"));
+    }
+    invalid(body)
+}
+
+/// What both Anthropic's API and Vertex refuse in a body.
+fn invalid(body: &Value) -> Option<Response> {
     if !body["max_tokens"].is_u64() {
         return Some(error(
             400,
@@ -41,12 +51,43 @@ fn refusal(shared: &Shared, headers: &HeaderMap, body: &Value) -> Option<Respons
             "max_tokens: Field required",
         ));
     }
-    if !body["model"].is_string() {
-        return Some(error(400, "invalid_request_error", "model: Field required"));
-    }
     turns(body)
         .err()
         .map(|m| error(400, "invalid_request_error", &m))
+}
+
+/// What Vertex refuses of a Claude call.
+fn vertex_refusal(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: &Value,
+    method: &str,
+) -> Option<Response> {
+    if let Err(refused) = shared.bearer_ok(headers) {
+        return Some(*refused);
+    }
+    if body["anthropic_version"] != "vertex-2023-10-16" {
+        return Some(error(
+            400,
+            "invalid_request_error",
+            "anthropic_version: must be vertex-2023-10-16",
+        ));
+    }
+    if body.get("model").is_some() {
+        return Some(error(
+            400,
+            "invalid_request_error",
+            "model: Extra inputs are not permitted",
+        ));
+    }
+    if (method == "streamRawPredict") != (body["stream"] == true) {
+        return Some(error(
+            400,
+            "invalid_request_error",
+            "stream must be true on streamRawPredict only",
+        ));
+    }
+    invalid(body)
 }
 
 /// Roles alternate as the API allows, and every tool use is answered in the next turn.
@@ -106,6 +147,36 @@ pub(super) async fn messages(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     shared.record(uri.path(), &headers, &body);
     shared.delay().await;
+    if let Some(failed) = failure(&shared) {
+        return failed;
+    }
+    if let Some(refused) = refusal(&shared, &headers, &body) {
+        return refused;
+    }
+    let model = body["model"].as_str().unwrap_or_default().to_string();
+    reply(&shared, &model, &body)
+}
+
+/// A Claude call on Vertex: `{model}:rawPredict` or `{model}:streamRawPredict`.
+pub(super) fn vertex(
+    shared: &Shared,
+    model_and_method: &str,
+    headers: &HeaderMap,
+    body: &Value,
+) -> Response {
+    let (model, method) = model_and_method
+        .rsplit_once(':')
+        .unwrap_or((model_and_method, ""));
+    if let Some(failed) = failure(shared) {
+        return failed;
+    }
+    if let Some(refused) = vertex_refusal(shared, headers, body, method) {
+        return refused;
+    }
+    reply(shared, model, body)
+}
+
+fn failure(shared: &Shared) -> Option<Response> {
     let b = &shared.behaviour;
     if b.status != 200 {
         let kind = if b.status == 529 {
@@ -113,21 +184,22 @@ pub(super) async fn messages(
         } else {
             "api_error"
         };
-        return error(
+        return Some(error(
             b.status,
             kind,
             &format!("fake upstream failure {}", b.status),
-        );
+        ));
     }
-    if let Some(refused) = refusal(&shared, &headers, &body) {
-        return refused;
-    }
-    let model = body["model"].as_str().unwrap_or_default().to_string();
-    let tool = tool_to_use(&shared, &body);
+    None
+}
+
+fn reply(shared: &Shared, model: &str, body: &Value) -> Response {
+    let b = &shared.behaviour;
+    let tool = tool_to_use(shared, body);
     if body["stream"] != true {
-        return axum::Json(message(&model, &b.reply, tool)).into_response();
+        return axum::Json(message(model, &b.reply, tool)).into_response();
     }
-    event_stream(stream_events(&model, &b.reply, tool), b.chunk_delay_ms)
+    event_stream(stream_events(model, &b.reply, tool), b.chunk_delay_ms)
 }
 
 fn uses(tool: &(String, Value)) -> Vec<Value> {

@@ -13,6 +13,7 @@ mod api;
 mod audit;
 mod audit_delivery;
 mod cli;
+mod cloud;
 mod conformance;
 mod gateways;
 mod keys;

@@ -149,7 +149,7 @@ fn parts(
                 };
                 out.push(g::Part {
                     function_response: Some(g::FunctionResponse {
-                        id: Some(tool_use_id),
+                        id: Some(split_tool_use_id(&tool_use_id).0.to_string()),
                         name,
                         response,
                     }),
@@ -160,8 +160,11 @@ fn parts(
             }
             other => part(other)?,
         };
-        if part.thought_signature.is_none() {
-            part.thought_signature = pending.take();
+        // A signature from a thinking block comes before one carried by a tool-use id.
+        if let Some(signature) = pending.take() {
+            if part.function_call.is_some() || part.thought_signature.is_none() {
+                part.thought_signature = Some(signature);
+            }
         }
         out.push(part);
     }
@@ -193,14 +196,18 @@ fn part(block: a::Block) -> Result<g::Part, TranslateError> {
     Ok(match block {
         a::Block::Text { text, .. } => text_part(text),
         a::Block::Image { source } | a::Block::Document { source, .. } => media(source)?,
-        a::Block::ToolUse { id, name, input } => g::Part {
-            function_call: Some(g::FunctionCall {
-                id: Some(id),
-                name,
-                args: input,
-            }),
-            ..Default::default()
-        },
+        a::Block::ToolUse { id, name, input } => {
+            let (own, signature) = split_tool_use_id(&id);
+            g::Part {
+                function_call: Some(g::FunctionCall {
+                    id: Some(own.to_string()),
+                    name,
+                    args: input,
+                }),
+                thought_signature: signature,
+                ..Default::default()
+            }
+        }
         _ => {
             return Err(TranslateError::unsupported(
                 "this content block on a Gemini model",
@@ -302,6 +309,60 @@ pub fn call_id(reply_id: &str, n: usize) -> String {
     format!("toolu_{reply_id}_{n}")
 }
 
+/// Separates a tool-use id from the thought signature it carries.
+const SIGNED: &str = "__ts_";
+
+/// The id a function call travels under: its own (or one derived from the reply), followed by
+/// its thought signature in base64url when it has one. Gemini wants the signature back on the
+/// call, and the id is what every caller sends back (OpenAI's SDKs keep only `id` and
+/// `function` of a tool call); the result stays a valid Anthropic and OpenAI tool id.
+pub fn tool_use_id(
+    own: Option<String>,
+    reply_id: &str,
+    n: usize,
+    signature: Option<&str>,
+) -> String {
+    let id = own.unwrap_or_else(|| call_id(reply_id, n));
+    let base64 = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    };
+    match signature.filter(|s| !s.is_empty() && base64(s)) {
+        Some(s) => {
+            let safe: String = s
+                .chars()
+                .filter(|c| *c != '=')
+                .map(|c| match c {
+                    '+' => '-',
+                    '/' => '_',
+                    c => c,
+                })
+                .collect();
+            format!("{id}{SIGNED}{safe}")
+        }
+        None => id,
+    }
+}
+
+/// A tool-use id as Gemini gave it, and the thought signature it carries.
+pub fn split_tool_use_id(id: &str) -> (&str, Option<String>) {
+    let Some((own, safe)) = id.rsplit_once(SIGNED) else {
+        return (id, None);
+    };
+    let mut signature: String = safe
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while !signature.len().is_multiple_of(4) {
+        signature.push('=');
+    }
+    (own, Some(signature))
+}
+
 /// A signature as it travels in a thinking block.
 pub fn marked(signature: &str) -> String {
     format!("{SIGNATURE_MARK}{signature}")
@@ -341,8 +402,9 @@ pub fn translate_response(
             });
         }
         if let Some(call) = p.function_call {
+            let raw = p.thought_signature.as_deref();
             content.push(a::Block::ToolUse {
-                id: call.id.unwrap_or_else(|| call_id(&id, calls)),
+                id: tool_use_id(call.id, &id, calls, raw),
                 name: call.name,
                 input: call.args,
             });

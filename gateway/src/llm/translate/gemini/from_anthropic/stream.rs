@@ -6,7 +6,7 @@
 use portcullis_shared::prices::Usage;
 use serde_json::Value;
 
-use super::{call_id, marked, reply_id, stop_reason};
+use super::{marked, reply_id, stop_reason, tool_use_id};
 use crate::llm::translate::Context;
 use crate::llm::wire::anthropic as a;
 use crate::llm::wire::gemini as g;
@@ -123,19 +123,24 @@ impl TranslateStream {
             self.close(out);
         }
         if let Some(call) = part.function_call {
-            self.call(call, out);
+            self.call(call, part.thought_signature.as_deref(), out);
         } else if let Some(text) = part.text.filter(|t| !t.is_empty()) {
             let index = self.open_block(Open::Text, out);
             out.push(delta(index, a::BlockDelta::TextDelta { text }));
         }
     }
 
-    fn call(&mut self, call: g::FunctionCall, out: &mut Vec<a::StreamEvent>) {
+    fn call(
+        &mut self,
+        call: g::FunctionCall,
+        signature: Option<&str>,
+        out: &mut Vec<a::StreamEvent>,
+    ) {
         self.close(out);
         let index = self.next_index;
         self.next_index += 1;
         let reply = self.id.clone().unwrap_or_default();
-        let id = call.id.unwrap_or_else(|| call_id(&reply, self.calls));
+        let id = tool_use_id(call.id, &reply, self.calls, signature);
         self.calls += 1;
         out.push(a::StreamEvent::ContentBlockStart {
             index,

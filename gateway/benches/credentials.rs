@@ -1,0 +1,62 @@
+//! The credential step's own cost, apart from any network: signing a Bedrock Converse request
+//! with SigV4 (`aws-sigv4` over the exact body sent), and taking a cached Google token or AWS
+//! credentials from the expiring cache that every call to a cloud model goes through.
+//! `cargo bench -p portcullis-gateway --bench credentials`.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a benchmark: a failure should stop it loudly
+
+use std::time::Duration;
+
+use aws_credential_types::Credentials;
+use criterion::{criterion_group, criterion_main, Criterion};
+use portcullis_gateway::cloud::aws;
+use portcullis_gateway::cloud::cache::Expiring;
+
+fn sigv4(c: &mut Criterion) {
+    let url = reqwest::Url::parse(
+        "https://bedrock-runtime.us-east-1.amazonaws.com/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse",
+    )
+    .expect("url");
+    let body = br#"{"messages":[{"role":"user","content":[{"text":"Say hello."}]}],"inferenceConfig":{"maxTokens":1024}}"#;
+    let keys = Credentials::new(
+        "AKIDEXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        None,
+        None,
+        "bench",
+    );
+    let temporary = Credentials::new(
+        "ASIAEXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        Some("FwoGZXIvYXdzEXAMPLE".into()),
+        None,
+        "bench",
+    );
+    let headers = [("content-type", "application/json")];
+    c.bench_function("sigv4 sign a Converse request (stored keys)", |b| {
+        b.iter(|| aws::sign(&keys, "us-east-1", &url, &headers, body).expect("signed"))
+    });
+    c.bench_function("sigv4 sign a Converse request (assumed role)", |b| {
+        b.iter(|| aws::sign(&temporary, "us-east-1", &url, &headers, body).expect("signed"))
+    });
+}
+
+fn cached_token(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let cache = Expiring::<String>::new(Duration::from_secs(60));
+    let fetch = || async {
+        Ok::<_, ()>((
+            "ya29.cached-token".to_string(),
+            Some(Duration::from_secs(3600)),
+        ))
+    };
+    runtime.block_on(cache.get(fetch)).expect("first fetch");
+    c.bench_function("cached Google token (fresh)", |b| {
+        b.iter(|| runtime.block_on(cache.get(fetch)).expect("cached"))
+    });
+}
+
+criterion_group!(benches, sigv4, cached_token);
+criterion_main!(benches);
