@@ -40,6 +40,8 @@ pub struct Recorded {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Value,
+    /// The body's bytes as received, where a signature covers them (Bedrock).
+    pub raw: axum::body::Bytes,
 }
 
 #[derive(Clone)]
@@ -74,6 +76,10 @@ struct Shared {
 
 impl Shared {
     fn record(&self, path: &str, headers: &HeaderMap, body: &Value) {
+        self.record_raw(path, headers, body, axum::body::Bytes::new());
+    }
+
+    fn record_raw(&self, path: &str, headers: &HeaderMap, body: &Value, raw: axum::body::Bytes) {
         if self.behaviour.record {
             self.recorded
                 .lock()
@@ -82,6 +88,7 @@ impl Shared {
                     path: path.to_string(),
                     headers: headers.clone(),
                     body: body.clone(),
+                    raw,
                 });
         }
     }
@@ -220,8 +227,8 @@ impl FakeLlm {
             .route("/v1/chat/completions", post(openai::chat))
             .route("/chat/completions", post(openai::chat))
             .route("/v1/messages", post(anthropic::messages))
-            .route("/v1beta/models/{*call}", post(gemini_api))
-            .route("/v1/projects/{*call}", post(vertex))
+            .route("/v1beta/models/{*call}", post(google))
+            .route("/v1/projects/{*call}", post(google))
             .route("/model/{*call}", post(bedrock))
             .route("/token", post(google_token))
             .route("/", post(sts))
@@ -325,7 +332,10 @@ fn json_body(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes).unwrap_or(Value::Null)
 }
 
-async fn gemini_api(
+/// The Gemini API (`/v1beta/models/{model}:{method}`) and Vertex
+/// (`/v1/projects/{project}/locations/{location}/publishers/{google|anthropic}/models/
+/// {model}:{method}`).
+async fn google(
     State(shared): State<Shared>,
     Path(call): Path<String>,
     uri: axum::http::Uri,
@@ -335,20 +345,9 @@ async fn gemini_api(
     let body = json_body(&body);
     shared.record(uri.path(), &headers, &body);
     shared.delay().await;
-    gemini::answer(&shared, &call, false, &headers, &body)
-}
-
-/// `{project}/locations/{location}/publishers/{google|anthropic}/models/{model}:{method}`.
-async fn vertex(
-    State(shared): State<Shared>,
-    Path(call): Path<String>,
-    uri: axum::http::Uri,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    let body = json_body(&body);
-    shared.record(uri.path(), &headers, &body);
-    shared.delay().await;
+    if uri.path().starts_with("/v1beta/models/") {
+        return gemini::answer(&shared, &call, false, &headers, &body);
+    }
     let segments: Vec<&str> = call.split('/').collect();
     match segments[..] {
         [_, "locations", _, "publishers", "google", "models", model] => {
@@ -368,7 +367,7 @@ async fn bedrock(
     headers: HeaderMap,
     bytes: axum::body::Bytes,
 ) -> Response {
-    shared.record(uri.path(), &headers, &json_body(&bytes));
+    shared.record_raw(uri.path(), &headers, &json_body(&bytes), bytes.clone());
     shared.delay().await;
     let received = bedrock::Received {
         path: uri.path(),

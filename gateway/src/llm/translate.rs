@@ -248,12 +248,7 @@ fn encode<T: Serialize>(value: &T) -> Result<Bytes, TranslateError> {
 /// An error in the middle of an Anthropic stream: an `error` event, which the official SDKs
 /// raise as an API error.
 pub fn anthropic_stream_error(message: &str) -> Bytes {
-    a::frame(&a::StreamEvent::Error {
-        error: a::ErrorDetail {
-            kind: "api_error".into(),
-            message: message.to_string(),
-        },
-    })
+    a::frame(&a::StreamEvent::api_error(message))
 }
 
 /// `(media type, base64 data)` of a `data:<type>;base64,<data>` URL.

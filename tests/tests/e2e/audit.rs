@@ -123,17 +123,7 @@ impl Setup {
         } else {
             None
         };
-        cp.ok(AGENTS, "RegisterAgent", cp.body(agent)).await;
-        let key = cp
-            .ok(
-                AGENTS,
-                "CreateAgentKey",
-                cp.body(json!({"agent_id": "bot", "name": "k"})),
-            )
-            .await["token"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let key = crate::world::register_bot(&cp, agent).await;
         let gw = GatewayProcess::start_with(&cp, gateway_env).await;
         let tool = match tool {
             Some((fake_tool, id)) => {

@@ -13,7 +13,7 @@ use portcullis_tests::{python, Backend, ControlPlane, FakeLlm, GatewayProcess};
 use serde_json::{json, Value};
 
 use crate::audit::{activity, by_activity, wait};
-use crate::world::{http, Http};
+use crate::world::{http, register_bot, Http};
 
 const GOOGLE_KEY: &str = "AIzaSyFake-gemini-key-4b1d";
 const AWS_ID: &str = "AKIAFAKESTOREDKEY01";
@@ -39,22 +39,11 @@ async fn cloud(fake: FakeLlm, env: impl FnOnce(&RunningFake) -> Vec<(String, Str
     let cp = ControlPlane::start(Backend::Sqlite).await;
     let fake = fake.start().await;
     let gateway_id = cp.default_gateway_id.clone();
-    cp.ok(
-        AGENTS,
-        "RegisterAgent",
-        cp.body(json!({"name": "bot", "allowed_gateway_ids": [gateway_id]})),
+    let key = register_bot(
+        &cp,
+        json!({"name": "bot", "allowed_gateway_ids": [gateway_id]}),
     )
     .await;
-    let key = cp
-        .ok(
-            AGENTS,
-            "CreateAgentKey",
-            cp.body(json!({"agent_id": "bot", "name": "k"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
     let env = env(&fake);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let gw = GatewayProcess::start_with(&cp, &env).await;
@@ -422,6 +411,7 @@ async fn bedrock_is_signed_with_stored_keys_or_called_with_an_api_key() {
         assert!(auth.contains("/us-west-2/bedrock/aws4_request"), "{auth}");
     }
     assert!(!c.fake.requests_to("/converse-stream").is_empty());
+    tampered_requests_are_refused(&c, &signed[0]).await;
     for r in c
         .fake
         .requests_to("amazon.nova-lite-v1%3A0/converse-stream")
@@ -430,6 +420,35 @@ async fn bedrock_is_signed_with_stored_keys_or_called_with_an_api_key() {
         assert_eq!(r.headers["authorization"], bearer.as_str());
     }
     c.no_agent_key_upstream();
+}
+
+/// A request the gateway signed, sent again as it was, is accepted; with its body changed
+/// after signing, the fake refuses it as Bedrock does.
+async fn tampered_requests_are_refused(c: &Cloud, signed: &portcullis_tests::fake_llm::Recorded) {
+    let send = |body: Vec<u8>| {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}{}", c.fake.root_url(), signed.path))
+            .body(body);
+        for name in ["authorization", "x-amz-date", "content-type"] {
+            request = request.header(name, signed.headers[name].clone());
+        }
+        request.send()
+    };
+    let again = send(signed.raw.to_vec()).await.unwrap();
+    assert_eq!(again.status(), 200, "the signed request as sent");
+    // Still valid JSON, but not the bytes that were signed.
+    let mut tampered = signed.raw.to_vec();
+    tampered.push(b' ');
+    let refused = send(tampered).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert!(
+        refused.headers()["x-amzn-errortype"]
+            .to_str()
+            .unwrap()
+            .starts_with("InvalidSignatureException"),
+        "{:?}",
+        refused.headers()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

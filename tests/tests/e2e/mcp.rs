@@ -19,22 +19,11 @@ struct Mcp {
 impl Mcp {
     async fn start() -> Self {
         let cp = ControlPlane::start(Backend::Sqlite).await;
-        cp.ok(
-            AGENTS,
-            "RegisterAgent",
-            cp.body(json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id]})),
+        let key = crate::world::register_bot(
+            &cp,
+            json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id]}),
         )
         .await;
-        let key = cp
-            .ok(
-                AGENTS,
-                "CreateAgentKey",
-                cp.body(json!({"agent_id": "bot", "name": "k"})),
-            )
-            .await["token"]
-            .as_str()
-            .unwrap()
-            .to_string();
         let gw = GatewayProcess::start(&cp).await;
         Self { cp, gw, key }
     }

@@ -30,6 +30,20 @@ pub async fn model(cp: &ControlPlane, name: &str, base_url: &str) -> String {
     m["connection_id"].as_str().unwrap().to_string()
 }
 
+/// Registers the agent `agent` describes (named `bot`) and returns a new key of it.
+pub async fn register_bot(cp: &ControlPlane, agent: Value) -> String {
+    cp.ok(AGENTS, "RegisterAgent", cp.body(agent)).await;
+    cp.ok(
+        AGENTS,
+        "CreateAgentKey",
+        cp.body(json!({"agent_id": "bot", "name": "k"})),
+    )
+    .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 pub async fn world() -> World {
     world_on(Backend::Sqlite).await
 }
@@ -51,17 +65,11 @@ pub async fn world_with(backend: Backend, fake: FakeLlm) -> World {
         cp.body(json!({"gateway_id": gateway_id, "connection_id": id})),
     )
     .await;
-    cp.ok(AGENTS, "RegisterAgent", cp.body(json!({"name": "bot", "allowed_gateway_ids": [gateway_id], "allowed_direct_model_names": ["gpt"]}))).await;
-    let key = cp
-        .ok(
-            AGENTS,
-            "CreateAgentKey",
-            cp.body(json!({"agent_id": "bot", "name": "k"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = register_bot(
+        &cp,
+        json!({"name": "bot", "allowed_gateway_ids": [gateway_id], "allowed_direct_model_names": ["gpt"]}),
+    )
+    .await;
     let gw = GatewayProcess::start(&cp).await;
     World {
         cp,

@@ -278,6 +278,17 @@ pub enum StreamEvent {
 }
 
 impl StreamEvent {
+    /// An `error` event in the middle of a stream, which the official SDKs raise as an API
+    /// error.
+    pub fn api_error(message: &str) -> Self {
+        StreamEvent::Error {
+            error: ErrorDetail {
+                kind: "api_error".into(),
+                message: message.to_string(),
+            },
+        }
+    }
+
     /// The `event:` name of this event.
     pub fn name(&self) -> &'static str {
         match self {
