@@ -5,7 +5,7 @@ mod admin;
 mod agents;
 mod audit;
 mod gateways;
-mod keys;
+pub mod keys;
 mod models;
 mod pools;
 mod quotas;

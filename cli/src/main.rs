@@ -23,6 +23,10 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         // Commands that need no control-plane connection.
         Command::Up(args) => up::run(args).await,
+        // An agent's own call: its key, not a platform key.
+        Command::Key(args::KeyCmd::Exchange { agent_key, gateway }) => {
+            commands::keys::exchange(&cli.global, &agent_key, gateway.as_deref()).await
+        }
         // Everything else talks to the control plane with a platform key.
         command => match ctx::Ctx::connect(&cli.global) {
             Ok(ctx) => commands::run(&ctx, command).await,

@@ -9,6 +9,30 @@ pub mod error;
 pub use admin::AdminClient;
 pub use error::ClientError;
 
+use portcullis_shared::api::agents::{ExchangeAgentKeyRequest, ExchangedToken};
+
+/// `ExchangeAgentKey`: trades an agent API key for a short-lived token (the agent's
+/// `token_ttl`) that `gateway_id`'s gateway accepts in its place; `gateway_id` may be `None`
+/// when the agent reaches exactly one gateway.
+pub async fn exchange_agent_key(
+    control_plane_url: &str,
+    agent_key: &str,
+    gateway_id: Option<&str>,
+) -> Result<ExchangedToken, ClientError> {
+    let client = AdminClient::new(control_plane_url, agent_key)?;
+    let request = ExchangeAgentKeyRequest {
+        workspace_id: None,
+        gateway_id: gateway_id.map(str::to_string),
+    };
+    client
+        .call(
+            portcullis_shared::api::service::AGENTS,
+            "ExchangeAgentKey",
+            &request,
+        )
+        .await
+}
+
 /// The spec's client defaults.
 pub mod defaults {
     use std::time::Duration;

@@ -6,6 +6,7 @@
 mod agents;
 mod audit;
 mod auth;
+mod exchange;
 mod gateways;
 mod keys;
 mod models;
@@ -77,6 +78,8 @@ pub enum Access {
     Platform(Permission),
     /// A gateway deployment token.
     Deployment,
+    /// An agent API key.
+    Agent,
 }
 
 type Reply = Pin<Box<dyn Future<Output = ApiResult<Value>> + Send>>;
@@ -100,7 +103,7 @@ where
             Box::pin(async move {
                 // Bodies of the sync service are the gateway's own, written without empty
                 // strings for absent fields; only bodies people and clients send are scanned.
-                let empty_is_absent = matches!(access, Access::Platform(_));
+                let empty_is_absent = matches!(access, Access::Platform(_) | Access::Agent);
                 let req: Req = parse_body(&body, empty_is_absent.then_some(Req::EMPTY_IS_A_VALUE))?;
                 check_workspace(&ctx, req.workspace_id())?;
                 let reply = handler(ctx, req).await?;
@@ -224,6 +227,7 @@ impl Registry {
         add(service::MGMT, workspace::operations());
         add(service::AGENTS, agents::operations());
         add(service::AGENTS, keys::operations());
+        add(service::AGENTS, exchange::operations());
         add(service::RULES, rules::operations());
         add(service::SYNC, sync::operations());
         add(service::SYNC, audit::sync_operations());

@@ -197,6 +197,7 @@ pub async fn build(
         bundles: snap_bundles,
         tools: snap_tools,
         quotas: snap_quotas,
+        token_keys: crate::store::token_keys::published(conn, ws).await?,
     })
 }
 

@@ -11,6 +11,7 @@ pub mod gateways;
 pub mod models;
 pub mod pools;
 pub mod quotas;
+pub mod token_keys;
 pub mod tools;
 pub mod workspaces;
 

@@ -58,5 +58,43 @@ fn cached_token(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, sigv4, cached_token);
+/// What checking an exchanged agent token costs: the EdDSA signature and the claims, as
+/// `authn.rs` checks them.
+fn agent_token(c: &mut Criterion) {
+    use ring::signature::KeyPair;
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+    let pair = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+    header.kid = Some("k1".into());
+    let now = chrono::Utc::now().timestamp();
+    let claims = portcullis_shared::snapshot::AgentTokenClaims {
+        iss: "urn:portcullis:controlplane".into(),
+        sub: "agent".into(),
+        aud: "gateway".into(),
+        iat: now,
+        exp: now + 600,
+        jti: "j".into(),
+        ws: "w".into(),
+    };
+    let signing = jsonwebtoken::EncodingKey::from_ed_der(pkcs8.as_ref());
+    let token = jsonwebtoken::encode(&header, &claims, &signing).unwrap();
+    let key = jsonwebtoken::DecodingKey::from_ed_der(pair.public_key().as_ref());
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
+    validation.leeway = 30;
+    validation.set_audience(&["gateway"]);
+    validation.set_issuer(&["urn:portcullis:controlplane"]);
+    c.bench_function("agent token: EdDSA signature and claims", |b| {
+        b.iter(|| {
+            jsonwebtoken::decode::<portcullis_shared::snapshot::AgentTokenClaims>(
+                &token,
+                &key,
+                &validation,
+            )
+            .unwrap()
+        })
+    });
+}
+
+criterion_group!(benches, sigv4, cached_token, agent_token);
 criterion_main!(benches);

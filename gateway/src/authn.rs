@@ -1,9 +1,12 @@
-//! Step two of a gateway request: who is calling. Only agent keys (`svc_…`) are accepted, as
-//! `Authorization: Bearer`, or on Anthropic's route as `x-api-key`; the key's SHA-256 is
-//! looked up in the snapshot and compared in constant time.
+//! Step two of a gateway request: who is calling. An agent key (`svc_…`) or a token exchanged
+//! for one (`ExchangeAgentKey`), as `Authorization: Bearer`, or on Anthropic's route as
+//! `x-api-key`. A key's SHA-256 is looked up in the snapshot and compared in constant time; a
+//! token's EdDSA signature is checked against the workspace keys in the snapshot, with its
+//! audience (this gateway), expiry (30 s leeway) and the agent's status at this snapshot.
 
 use portcullis_shared::api::agents::AgentStatus;
 use portcullis_shared::keys::{self, KeyKind};
+use portcullis_shared::snapshot::AgentTokenClaims;
 
 use crate::error::GatewayError;
 use crate::snapshot::{AgentEntry, Compiled};
@@ -37,28 +40,140 @@ fn bearer(header: Option<&[u8]>) -> Result<&str, GatewayError> {
         })
 }
 
-pub fn authenticate<'a>(snap: &'a Compiled, token: &str) -> Result<&'a AgentEntry, GatewayError> {
-    match KeyKind::of(token) {
-        Some(KeyKind::Agent) => {}
+/// The agent behind `token` (a key or an exchanged token) on the gateway `gateway_id`.
+pub fn authenticate<'a>(
+    snap: &'a Compiled,
+    token: &str,
+    gateway_id: &str,
+) -> Result<&'a AgentEntry, GatewayError> {
+    let agent = match KeyKind::of(token) {
+        Some(KeyKind::Agent) => by_key(snap, token)?,
         Some(KeyKind::Platform | KeyKind::Deployment) => {
             return Err(GatewayError::Unauthenticated(
                 "platform keys and deployment tokens cannot call gateways; use an agent API key"
                     .into(),
             ))
         }
+        None if token.split('.').count() == 3 => by_token(snap, token, gateway_id)?,
         None => {
             return Err(GatewayError::Unauthenticated(
                 "the API key is malformed".into(),
             ))
         }
-    }
+    };
+    admitted(agent)
+}
+
+fn by_key<'a>(snap: &'a Compiled, token: &str) -> Result<&'a AgentEntry, GatewayError> {
     let hash = keys::hash(token);
-    let agent = snap
-        .keys
+    snap.keys
         .get_key_value(hash.as_str())
         .filter(|(stored, _)| keys::hashes_equal(stored, &hash))
         .and_then(|(_, index)| snap.agents.get(*index))
-        .ok_or_else(|| GatewayError::Unauthenticated("unknown or revoked API key".into()))?;
+        .ok_or_else(|| GatewayError::Unauthenticated("unknown or revoked API key".into()))
+}
+
+/// The `iss` the control plane gives exchanged tokens.
+const ISSUER: &str = "urn:portcullis:controlplane";
+/// Clock difference tolerated on `exp`.
+const LEEWAY_SECS: u64 = 30;
+
+/// A token verified against a snapshot: whose it is, for which gateway, until when.
+#[derive(Clone)]
+pub struct Verified {
+    agent: usize,
+    aud: Box<str>,
+    exp: i64,
+}
+
+/// At most this many verified tokens are remembered per snapshot (then the memory restarts).
+const VERIFIED_CAP: usize = 16_384;
+
+fn refused(why: &str) -> GatewayError {
+    GatewayError::Unauthenticated(format!("agent token refused: {why}"))
+}
+
+/// The agent of an exchanged token: from the snapshot's memory of verified tokens, else by
+/// checking its signature and claims (about 50 µs) and remembering the result.
+fn by_token<'a>(
+    snap: &'a Compiled,
+    token: &str,
+    gateway_id: &str,
+) -> Result<&'a AgentEntry, GatewayError> {
+    let now = chrono::Utc::now().timestamp();
+    let known = snap
+        .verified_tokens
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(token)
+        .cloned();
+    let verified = match known {
+        Some(v) => v,
+        None => {
+            let v = verify(snap, token, gateway_id)?;
+            let mut memory = snap
+                .verified_tokens
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            if memory.len() >= VERIFIED_CAP {
+                memory.clear();
+            }
+            memory.insert(token.into(), v.clone());
+            v
+        }
+    };
+    if now > verified.exp.saturating_add(LEEWAY_SECS as i64) {
+        return Err(refused("expired; exchange the key again"));
+    }
+    if *verified.aud != *gateway_id {
+        return Err(refused("issued for another gateway"));
+    }
+    snap.agents
+        .get(verified.agent)
+        .ok_or_else(|| refused("its agent no longer exists"))
+}
+
+/// Checks an exchanged token's signature and claims against the snapshot.
+fn verify(snap: &Compiled, token: &str, gateway_id: &str) -> Result<Verified, GatewayError> {
+    let header = jsonwebtoken::decode_header(token).map_err(|_| refused("malformed"))?;
+    if header.alg != jsonwebtoken::Algorithm::EdDSA {
+        return Err(refused("not signed with EdDSA"));
+    }
+    let key = header
+        .kid
+        .as_deref()
+        .and_then(|kid| snap.token_keys.get(kid))
+        .ok_or_else(|| refused("signed with a key this gateway does not know"))?;
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
+    validation.leeway = LEEWAY_SECS;
+    validation.set_audience(&[gateway_id]);
+    validation.set_issuer(&[ISSUER]);
+    validation.set_required_spec_claims(&["exp", "aud", "iss", "sub"]);
+    let claims = jsonwebtoken::decode::<AgentTokenClaims>(token, key, &validation)
+        .map_err(|e| {
+            use jsonwebtoken::errors::ErrorKind;
+            match e.kind() {
+                ErrorKind::ExpiredSignature => refused("expired; exchange the key again"),
+                ErrorKind::InvalidAudience => refused("issued for another gateway"),
+                _ => refused("invalid"),
+            }
+        })?
+        .claims;
+    if claims.ws != snap.workspace_id {
+        return Err(refused("issued for another workspace"));
+    }
+    let agent = *snap
+        .agent_ids
+        .get(&claims.sub)
+        .ok_or_else(|| refused("its agent no longer exists"))?;
+    Ok(Verified {
+        agent,
+        aud: claims.aud.into(),
+        exp: claims.exp,
+    })
+}
+
+fn admitted(agent: &AgentEntry) -> Result<&AgentEntry, GatewayError> {
     match agent.status {
         AgentStatus::Active | AgentStatus::Provisioned => Ok(agent),
         AgentStatus::Suspended => Err(GatewayError::Forbidden(format!(

@@ -234,7 +234,7 @@ async fn dispatch(
         .then(|| headers.get("x-api-key").map(|v| v.as_bytes()))
         .flatten();
     let agent = authn::presented(headers.get("authorization").map(|v| v.as_bytes()), api_key)
-        .and_then(|token| authn::authenticate(&snap, token))
+        .and_then(|token| authn::authenticate(&snap, token, &gateway.id))
         .map_err(|e| refuse(None, e))?;
     let act_as_header = headers.get(actas::HEADER);
     let act_as = actas::verify(

@@ -36,6 +36,13 @@ pub struct Compiled {
     pub tools: HashMap<String, Arc<ToolEntry>>,
     /// SHA-256 hex of each key → index into `agents`.
     pub keys: HashMap<String, usize>,
+    /// Agent id → index into `agents` (for exchanged tokens, which name the agent).
+    pub agent_ids: HashMap<String, usize>,
+    /// The public keys exchanged agent tokens may be signed with, by `kid`.
+    pub token_keys: HashMap<String, jsonwebtoken::DecodingKey>,
+    /// Exchanged tokens already verified against this snapshot's keys: token → (agent index,
+    /// audience, expiry). A signature is checked once per token and snapshot, not per call.
+    pub verified_tokens: std::sync::RwLock<HashMap<Box<str>, crate::authn::Verified>>,
     pub agents: Vec<AgentEntry>,
     /// Every agent, gateway, model and pool, for Cedar.
     pub entities: Entities,

@@ -61,6 +61,33 @@ pub struct Snapshot {
     /// Every quota of the workspace, disabled ones included (they are not enforced).
     #[serde(default)]
     pub quotas: Vec<SnapQuota>,
+    /// The public keys exchanged agent tokens are signed with: the current one and those
+    /// retired less than a day ago (the longest `token_ttl`).
+    #[serde(default)]
+    pub token_keys: Vec<SnapTokenKey>,
+}
+
+/// An Ed25519 public key (`kid`, and the raw key in base64url as in a JWK's `x`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapTokenKey {
+    pub kid: String,
+    pub x: String,
+}
+
+/// The claims of an exchanged agent token (DESIGN §15).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTokenClaims {
+    /// The control plane's URL.
+    pub iss: String,
+    /// The agent's id.
+    pub sub: String,
+    /// The gateway's id.
+    pub aud: String,
+    pub iat: i64,
+    pub exp: i64,
+    pub jti: String,
+    /// The workspace.
+    pub ws: String,
 }
 
 /// A quota as the gateway enforces it.

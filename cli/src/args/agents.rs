@@ -176,4 +176,14 @@ pub enum KeyCmd {
     Revoke { agent: String, name: String },
     /// List an agent's keys.
     List { agent: String },
+    /// Trade an agent API key for a short-lived token (the agent's token_ttl) that one
+    /// gateway accepts in its place. Needs no platform key.
+    Exchange {
+        /// The agent API key (svc_…).
+        #[arg(long, env = "PORTCULLIS_AGENT_KEY", hide_env_values = true)]
+        agent_key: String,
+        /// The gateway the token is for (needed when the agent reaches several).
+        #[arg(long)]
+        gateway: Option<String>,
+    },
 }

@@ -60,6 +60,9 @@ pub async fn run(ctx: &Ctx, cmd: KeyCmd) -> anyhow::Result<()> {
             ctx.done(&reply, &format!("Revoked key {name} of agent {agent}."));
             return Ok(());
         }
+        KeyCmd::Exchange { .. } => {
+            anyhow::bail!("portcullis key exchange runs with the agent's key, before any platform key is read")
+        }
         KeyCmd::List { agent } => {
             let req = ListAgentKeysRequest {
                 workspace_id,
@@ -72,6 +75,29 @@ pub async fn run(ctx: &Ctx, cmd: KeyCmd) -> anyhow::Result<()> {
         }
     };
     ctx.print(&reply, issued);
+    Ok(())
+}
+
+/// `portcullis key exchange`: prints the token once, with where it may be used.
+pub async fn exchange(
+    global: &crate::args::Global,
+    agent_key: &str,
+    gateway: Option<&str>,
+) -> anyhow::Result<()> {
+    let t = portcullis_client::exchange_agent_key(&global.control_url, agent_key, gateway).await?;
+    if global.json {
+        output::json(&serde_json::to_value(&t)?);
+        return Ok(());
+    }
+    output::secret("access token", &t.access_token);
+    let e = t.endpoints.as_ref();
+    Lines::new()
+        .add("gateway_id", &t.gateway_id)
+        .add("expires_at", &t.expires_at)
+        .opt("url", e.map(|e| &e.url))
+        .opt("openai_base_url", e.map(|e| &e.openai_base_url))
+        .opt("mcp_url", e.map(|e| &e.mcp_url))
+        .print();
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use portcullis_shared::keys::{self, KeyKind};
 
 use super::Access;
 use crate::error::{ApiError, ApiResult};
-use crate::store::{workspaces, Store};
+use crate::store::{agents, workspaces, Store};
 
 #[derive(Debug, Clone)]
 pub struct PlatformPrincipal {
@@ -24,10 +24,19 @@ pub struct DeploymentPrincipal {
     pub public_url: String,
 }
 
+/// An agent presenting one of its API keys (only to exchange it for a token).
+#[derive(Debug, Clone)]
+pub struct AgentPrincipal {
+    pub agent_id: String,
+    pub key_id: String,
+    pub workspace_id: String,
+}
+
 #[derive(Debug, Clone)]
 pub enum Principal {
     Platform(PlatformPrincipal),
     Deployment(DeploymentPrincipal),
+    Agent(AgentPrincipal),
 }
 
 impl Principal {
@@ -35,6 +44,7 @@ impl Principal {
         match self {
             Principal::Platform(p) => &p.workspace_id,
             Principal::Deployment(d) => &d.workspace_id,
+            Principal::Agent(a) => &a.workspace_id,
         }
     }
 
@@ -50,13 +60,16 @@ impl Principal {
             Principal::Deployment(_) => Err(ApiError::PermissionDenied(
                 "deployment tokens may only call the sync service".into(),
             )),
+            Principal::Agent(_) => Err(ApiError::PermissionDenied(
+                "agent keys may only be exchanged for tokens".into(),
+            )),
         }
     }
 
     pub fn as_platform(&self) -> ApiResult<&PlatformPrincipal> {
         match self {
             Principal::Platform(p) => Ok(p),
-            Principal::Deployment(_) => Err(ApiError::PermissionDenied(
+            _ => Err(ApiError::PermissionDenied(
                 "this operation needs a platform key".into(),
             )),
         }
@@ -65,8 +78,17 @@ impl Principal {
     pub fn as_deployment(&self) -> ApiResult<&DeploymentPrincipal> {
         match self {
             Principal::Deployment(d) => Ok(d),
-            Principal::Platform(_) => Err(ApiError::PermissionDenied(
+            _ => Err(ApiError::PermissionDenied(
                 "this operation needs a gateway deployment token".into(),
+            )),
+        }
+    }
+
+    pub fn as_agent(&self) -> ApiResult<&AgentPrincipal> {
+        match self {
+            Principal::Agent(a) => Ok(a),
+            _ => Err(ApiError::PermissionDenied(
+                "this operation needs an agent API key (svc_…)".into(),
             )),
         }
     }
@@ -134,6 +156,20 @@ pub async fn authenticate(
                 public_url: row.public_url,
             }))
         }
+        (Access::Agent, Some(KeyKind::Agent)) => {
+            let row = agents::key_by_hash(&mut conn, &hash)
+                .await?
+                .filter(|row| keys::hashes_equal(&row.key_hash, &hash))
+                .ok_or_else(|| ApiError::Unauthenticated("unknown or revoked API key".into()))?;
+            Ok(Principal::Agent(AgentPrincipal {
+                agent_id: row.agent_id,
+                key_id: row.id,
+                workspace_id: row.workspace_id,
+            }))
+        }
+        (Access::Agent, _) => Err(ApiError::Unauthenticated(
+            "only an agent API key (svc_…) can be exchanged for a token".into(),
+        )),
         (Access::Platform(_), Some(KeyKind::Agent)) => Err(ApiError::Unauthenticated(
             "agent keys authenticate to gateways only; use a platform key (svc_pk_…)".into(),
         )),

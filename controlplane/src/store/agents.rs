@@ -249,6 +249,16 @@ pub async fn rotate_key(conn: &mut Conn, r: &KeyRow) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The key whose token hashes to `key_hash`.
+pub async fn key_by_hash(conn: &mut Conn, key_hash: &str) -> Result<Option<KeyRow>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT * FROM agent_keys WHERE key_hash = $1")
+            .bind(key_hash)
+            .fetch_optional(conn)
+            .await?,
+    )
+}
+
 pub async fn key_by_name(
     conn: &mut Conn,
     agent_id: &str,

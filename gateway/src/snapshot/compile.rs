@@ -211,6 +211,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
     }
 
     let mut keys = HashMap::new();
+    let mut agent_ids = HashMap::new();
     let mut agents = Vec::new();
     for a in &snap.agents {
         let mut list = workspace.clone();
@@ -222,6 +223,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
                 PolicySet::new()
             }
         };
+        agent_ids.insert(a.agent_id.clone(), agents.len());
         for hash in &a.key_hashes {
             if keys.insert(hash.clone(), agents.len()).is_some() {
                 errors.push(format!("agent {}: a key hash appears twice", a.name));
@@ -287,10 +289,30 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         gateways,
         tools,
         keys,
+        agent_ids,
+        token_keys: token_keys(&snap.token_keys, &mut errors),
+        verified_tokens: Default::default(),
         agents,
         entities,
         slots,
     })
+}
+
+/// The Ed25519 public keys of exchanged agent tokens, by `kid`.
+fn token_keys(
+    list: &[portcullis_shared::snapshot::SnapTokenKey],
+    errors: &mut Vec<String>,
+) -> HashMap<String, jsonwebtoken::DecodingKey> {
+    let mut out = HashMap::with_capacity(list.len());
+    for k in list {
+        match jsonwebtoken::DecodingKey::from_ed_components(&k.x) {
+            Ok(key) => {
+                out.insert(k.kid.clone(), key);
+            }
+            Err(e) => errors.push(format!("token key {}: {e}", k.kid)),
+        }
+    }
+    out
 }
 
 /// The strings to scrub from upstream replies: each secret value and, for `Bearer x` style

@@ -84,6 +84,7 @@ fn snapshot(policies: &str) -> Snapshot {
         }],
         tools: Vec::new(),
         quotas: Vec::new(),
+        token_keys: Vec::new(),
     }
 }
 

@@ -321,6 +321,35 @@ pub struct ListAgentKeysRequest {
     pub agent_id: String,
 }
 
+/// `ExchangeAgentKey`: the bearer is the agent key itself. `gateway_id` may be left out only
+/// when the agent reaches exactly one gateway.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeAgentKeyRequest {
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    #[serde(default)]
+    pub gateway_id: Option<String>,
+}
+
+impl crate::api::WorkspaceScoped for ExchangeAgentKeyRequest {
+    fn workspace_id(&self) -> Option<&str> {
+        self.workspace_id.as_deref()
+    }
+}
+
+/// A short-lived JWT the gateway named in it accepts in place of the agent key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExchangedToken {
+    pub access_token: String,
+    pub token_type: String,
+    /// RFC 3339.
+    pub expires_at: String,
+    pub expires_in: u64,
+    pub gateway_id: String,
+    pub endpoints: Option<Endpoints>,
+}
+
 /// The reply of create, ensure and rotate: the token is shown this once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IssuedAgentKey {

@@ -15,6 +15,7 @@ mod audit_delivery;
 mod cli;
 mod cloud;
 mod conformance;
+mod exchange;
 mod gateways;
 mod keys;
 mod llm;

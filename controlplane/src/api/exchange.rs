@@ -1,0 +1,79 @@
+//! `ExchangeAgentKey`: an agent key in, a short-lived JWT out (DESIGN §15). The token is
+//! signed with the workspace's current Ed25519 key (EdDSA), names the agent (`sub`) and the
+//! one gateway that accepts it (`aud`), and lives the agent's `token_ttl`. Gateways check it
+//! against the public keys in their snapshot and the agent's status at their current snapshot.
+
+use portcullis_shared::api::agents::{AgentStatus, ExchangeAgentKeyRequest, ExchangedToken};
+use portcullis_shared::snapshot::AgentTokenClaims;
+
+use super::agents::select_gateway;
+use super::{unary, views, Access, Ctx, Operation};
+use crate::error::{precondition, ApiError, ApiResult};
+use crate::store::{agents, token_keys};
+
+/// The `iss` of every exchanged token.
+pub const ISSUER: &str = "urn:portcullis:controlplane";
+
+pub fn operations() -> Vec<(&'static str, Operation)> {
+    vec![("ExchangeAgentKey", unary(Access::Agent, exchange))]
+}
+
+async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<ExchangedToken> {
+    let caller = ctx.principal.as_agent()?.clone();
+    let ws = caller.workspace_id.clone();
+    let mut conn = ctx.store().read().await?;
+    let agent = agents::get(&mut conn, &ws, &caller.agent_id)
+        .await?
+        .ok_or_else(|| ApiError::Unauthenticated("unknown or revoked API key".into()))?;
+    match AgentStatus::parse(&agent.status) {
+        Some(AgentStatus::Active | AgentStatus::Provisioned) => {}
+        _ => {
+            return Err(precondition(format!(
+                "agent '{}' is {}; its keys cannot be exchanged",
+                agent.name, agent.status
+            )))
+        }
+    }
+    let gateway_id = select_gateway(&mut conn, &ws, &agent.id, req.gateway_id.as_deref(), true)
+        .await?
+        .ok_or_else(|| precondition(format!("agent '{}' reaches no gateway", agent.name)))?;
+    let endpoints = views::endpoints(&mut conn, &ws, &gateway_id).await?;
+    let cipher = ctx.store().cipher();
+    let key = match token_keys::fresh(&mut conn, cipher, &ws).await? {
+        Some(key) => key,
+        None => {
+            // The first key, or a replacement: a write, so gateways learn the public key.
+            drop(conn);
+            let mut tx = ctx.store().write(&ws).await?;
+            let key = token_keys::current(tx.conn(), cipher, &ws).await?;
+            tx.commit().await?;
+            key
+        }
+    };
+
+    let now = chrono::Utc::now();
+    let ttl = u64::try_from(agent.token_ttl_secs).unwrap_or(600);
+    let claims = AgentTokenClaims {
+        iss: ISSUER.to_string(),
+        sub: agent.id.clone(),
+        aud: gateway_id.clone(),
+        iat: now.timestamp(),
+        exp: now.timestamp() + i64::try_from(ttl).unwrap_or(600),
+        jti: uuid::Uuid::new_v4().to_string(),
+        ws: ws.clone(),
+    };
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+    header.kid = Some(key.kid);
+    let signing = jsonwebtoken::EncodingKey::from_ed_der(&key.pkcs8);
+    let access_token = jsonwebtoken::encode(&header, &claims, &signing)
+        .map_err(|e| ApiError::Internal(format!("signing the agent token: {e}")))?;
+    tracing::info!(agent_id = %agent.id, key_id = %caller.key_id, gateway_id, "Agent key exchanged for a token.");
+    Ok(ExchangedToken {
+        access_token,
+        token_type: "Bearer".into(),
+        expires_at: views::ts(claims.exp * 1000),
+        expires_in: ttl,
+        gateway_id,
+        endpoints,
+    })
+}
