@@ -12,7 +12,7 @@ against the upstream directly and through the gateway:
 and the gateway's peak RSS. It also measures, alternately within the run so the VM's drift
 cancels: audit on versus off, quota enforcement, a call translated from OpenAI's shape to an
 Anthropic-, Gemini- and Bedrock-shaped upstream (SigV4 signing included) against the same call
-passed through, and — with
+passed through, an agent calling with a token from ExchangeAgentKey against its key, and — with
 PORTCULLIS_BENCH_BASELINE=DIR holding an earlier build's `portcullis-gateway` — that build
 against this one. Prints a Markdown table and writes bench/results/latest.json.
 Run it through bench/run.sh, which builds what it needs.
@@ -55,7 +55,8 @@ def start(args, log_path, env=None):
 
 
 def call(base, key, op, body):
-    svc = "svc.agents.v1.AgentService" if op in ("RegisterAgent", "UpdateAgent", "CreateAgentKey", "GetAgent") else "svc.mgmt.v1.ManagementService"
+    agents = ("RegisterAgent", "UpdateAgent", "CreateAgentKey", "GetAgent", "ExchangeAgentKey")
+    svc = "svc.agents.v1.AgentService" if op in agents else "svc.mgmt.v1.ManagementService"
     req = urllib.request.Request(f"{base}/{svc}/{op}", data=json.dumps(body).encode(),
                                  headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     with urllib.request.urlopen(req) as r:
@@ -235,6 +236,7 @@ def main():
         results[f"{name}_cpu_us_per_request"] = (cpu_seconds(pid) - before) / max(results[f"{name}_saturation"]["requests"], 1) * 1e6
     results["quota_saturation_non_2xx"] = sum(results[n]["requests"] - results[n]["ok"] for n in ("quota_saturation", "quota_redis_saturation"))
     translation(results, base, key, ws, gid, fake_addr, gw, gw_url, agent_key)
+    exchanged(results, base, gw, gw_url, agent_key)
     if BASELINE:
         baseline(results, base, token, tmp, gw, gw_url, agent_key, gid)
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
@@ -293,6 +295,22 @@ def translation(results, base, key, ws, gid, fake_addr, gw, gw_url, agent_key):
         results[f"{label}_non_2xx"] += run["requests"] - run["ok"]
 
 
+def exchanged(results, base, gw, gw_url, agent_key):
+    """The same agent with a token from ExchangeAgentKey instead of its key, alternately at a
+    fixed rate, then saturation with CPU per request."""
+    token = call(base, agent_key, "ExchangeAgentKey", {})["access_token"]
+    time.sleep(2)
+    keyed, tokened = [], []
+    for _ in range(3):
+        keyed.append(oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)]))
+        tokened.append(oha(gw_url, token, ["-c", "16", "-q", str(RATE)]))
+    results["key_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in keyed)[1]
+    results["token_fixed_rate_p50_ms"] = sorted(x["p50_ms"] for x in tokened)[1]
+    saturation_cpu(results, "key", gw_url, agent_key, gw.pid)
+    saturation_cpu(results, "token", gw_url, token, gw.pid)
+    results["token_non_2xx"] = sum(x["requests"] - x["ok"] for x in tokened + [results["token_saturation"]])
+
+
 def baseline(results, base, token, tmp, gw, gw_url, agent_key, gid):
     """An earlier build of the gateway (PORTCULLIS_BENCH_BASELINE/portcullis-gateway), for the
     same deployment, alternated with this one: fixed rate three times each, then saturation."""
@@ -333,6 +351,11 @@ def extra_rows(r, df):
         rows += [
             f"| OpenAI → {shape} vs passed through: {r['rate']} requests/s, added p50 ms | | {r['passthrough_fixed_rate_p50_ms'] - df['p50_ms']:.3f} → {r[label + '_fixed_rate_p50_ms'] - df['p50_ms']:.3f} | {(r[label + '_fixed_rate_p50_ms'] - r['passthrough_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
             f"| OpenAI → {shape}: saturation requests/s, gateway CPU per request, non-2xx | | {r[label + '_saturation']['rps']:.0f}, {r[label + '_cpu_us_per_request']:.0f} µs, {r[label + '_non_2xx']} | {r[label + '_cpu_us_per_request'] - r['passthrough_cpu_us_per_request']:+.0f} µs |",
+        ]
+    if "token_saturation" in r:
+        rows += [
+            f"| exchanged token vs agent key: {r['rate']} requests/s, added p50 ms (median of 3 alternating runs) | | {r['key_fixed_rate_p50_ms'] - df['p50_ms']:.3f} → {r['token_fixed_rate_p50_ms'] - df['p50_ms']:.3f} | {(r['token_fixed_rate_p50_ms'] - r['key_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
+            f"| exchanged token vs agent key: saturation requests/s, gateway CPU per request, token non-2xx | | {r['key_saturation']['rps']:.0f}, {r['key_cpu_us_per_request']:.0f} µs / {r['token_saturation']['rps']:.0f}, {r['token_cpu_us_per_request']:.0f} µs, {r['token_non_2xx']} | {r['token_cpu_us_per_request'] - r['key_cpu_us_per_request']:+.0f} µs |",
         ]
     if "baseline_saturation" in r:
         rows += [

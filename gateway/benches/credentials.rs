@@ -1,6 +1,7 @@
 //! The credential step's own cost, apart from any network: signing a Bedrock Converse request
 //! with SigV4 (`aws-sigv4` over the exact body sent), and taking a cached Google token or AWS
-//! credentials from the expiring cache that every call to a cloud model goes through.
+//! credentials from the expiring cache that every call to a cloud model goes through; and
+//! authenticating a caller by agent key or by exchanged token.
 //! `cargo bench -p portcullis-gateway --bench credentials`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a benchmark: a failure should stop it loudly
@@ -96,5 +97,59 @@ fn agent_token(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, sigv4, cached_token, agent_token);
+/// `authn::authenticate` as a request runs it, on a compiled snapshot: with the agent key
+/// (hash and lookup), and with an exchanged token after its first use (remembered).
+fn authenticate(c: &mut Criterion) {
+    use portcullis_gateway::{authn, snapshot};
+    use ring::signature::KeyPair;
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+    let pair = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+    let x = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(pair.public_key().as_ref())
+    };
+    let key = portcullis_shared::keys::generate(portcullis_shared::keys::KeyKind::Agent);
+    let key = key.as_str();
+    let snap: portcullis_shared::snapshot::Snapshot = serde_json::from_value(serde_json::json!({
+        "workspace_id": "w", "revision": 1, "deployment_id": "d", "public_url": "http://gw",
+        "generated_at": "", "models": [], "pools": [], "bundles": [],
+        "gateways": [{"gateway_id": "g", "name": "default", "state": "active", "is_default": true,
+            "all_agents": true, "agent_ids": [], "model_ids": [], "pool_ids": []}],
+        "agents": [{"agent_id": "a", "name": "bot", "status": "active", "parent_id": null,
+            "key_hashes": [portcullis_shared::keys::hash(key)], "token_ttl_secs": 600,
+            "actas_method": null, "actas_required": false, "actas_provider_id": null,
+            "actas_oidc_url": null, "actas_hmac_secret": null}],
+        "token_keys": [{"kid": "k1", "x": x}]
+    }))
+    .unwrap();
+    let compiled = snapshot::compile(&snap, &snapshot::Runtime::default()).unwrap();
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+    header.kid = Some("k1".into());
+    let now = chrono::Utc::now().timestamp();
+    let claims = portcullis_shared::snapshot::AgentTokenClaims {
+        iss: "urn:portcullis:controlplane".into(),
+        sub: "a".into(),
+        aud: "g".into(),
+        iat: now,
+        exp: now + 600,
+        jti: "j".into(),
+        ws: "w".into(),
+    };
+    let signing = jsonwebtoken::EncodingKey::from_ed_der(pkcs8.as_ref());
+    let token = jsonwebtoken::encode(&header, &claims, &signing).unwrap();
+    c.bench_function("authenticate: agent key", |b| {
+        b.iter(|| authn::authenticate(&compiled, key, "g").unwrap().id.len())
+    });
+    c.bench_function("authenticate: exchanged token, remembered", |b| {
+        b.iter(|| {
+            authn::authenticate(&compiled, &token, "g")
+                .unwrap()
+                .id
+                .len()
+        })
+    });
+}
+
+criterion_group!(benches, sigv4, cached_token, agent_token, authenticate);
 criterion_main!(benches);
