@@ -114,7 +114,8 @@ pub fn verify(
                 .get("ts")
                 .and_then(Value::as_i64)
                 .ok_or_else(|| bad("ts is missing"))?;
-            if (now_secs - ts).abs() > SKEW_SECS {
+            // `abs_diff`: a `ts` far from now (even i64::MIN) cannot wrap into range.
+            if now_secs.abs_diff(ts) > SKEW_SECS.unsigned_abs() {
                 return Err(bad("the timestamp is more than 300 s away"));
             }
             if !signed_by(secret, &claims, &sig)? {
@@ -135,7 +136,7 @@ mod tests {
     use portcullis_shared::api::agents::AgentStatus;
     use portcullis_shared::policy::{uid, Kind};
 
-    fn agent(method: Option<ActAsMethod>) -> AgentEntry {
+    pub(super) fn agent(method: Option<ActAsMethod>) -> AgentEntry {
         AgentEntry {
             id: "a".into(),
             name: "a".into(),
@@ -245,5 +246,49 @@ mod tests {
         assert!(verify(&agent(None), Some(header.as_bytes()), 0).is_err());
         assert!(verify(&agent(Some(ActAsMethod::Bound)), Some(header.as_bytes()), 0).is_err());
         assert!(!verify(&agent(None), None, 0).unwrap().present);
+    }
+}
+
+/// Arbitrary headers, and well-formed JSON claims with any signature: never a panic, and an
+/// HMAC agent admits none of them.
+#[cfg(test)]
+mod fuzz {
+    use super::tests::agent;
+    use super::*;
+    use proptest::prelude::*;
+
+    fn claims() -> impl Strategy<Value = Vec<u8>> {
+        let text = "[a-z@.0-9]{0,12}";
+        (
+            text,
+            text,
+            any::<i64>(),
+            proptest::collection::vec(any::<u8>(), 0..40),
+        )
+            .prop_map(|(sub, email, ts, sig)| {
+                let json = serde_json::json!({"sub": sub, "email": email, "ts": ts,
+                    "groups": [sub], "sig": B64.encode(sig)});
+                B64.encode(serde_json::to_vec(&json).unwrap_or_default())
+                    .into_bytes()
+            })
+    }
+
+    fn header() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..200),
+            "[A-Za-z0-9+/=]{0,120}".prop_map(String::into_bytes),
+            claims(),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn headers_never_panic_and_forged_hmac_is_refused(h in header(), now in any::<i64>()) {
+            let hmac = agent(Some(ActAsMethod::Hmac));
+            prop_assert!(verify(&hmac, Some(&h), now).is_err());
+            for method in [None, Some(ActAsMethod::None), Some(ActAsMethod::Bound), Some(ActAsMethod::Oidc)] {
+                let _ = verify(&agent(method), Some(&h), now);
+            }
+        }
     }
 }

@@ -186,3 +186,69 @@ fn admitted(agent: &AgentEntry) -> Result<&AgentEntry, GatewayError> {
         ))),
     }
 }
+
+/// Arbitrary bearer values, and JWT-shaped ones with a known `kid` and any claims and
+/// signature: never a panic, never an agent.
+#[cfg(test)]
+mod fuzz {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use proptest::prelude::*;
+
+    use super::authenticate;
+    use crate::snapshot::{compile, Compiled, Runtime};
+
+    fn snapshot() -> Compiled {
+        let x = URL_SAFE_NO_PAD.encode([7u8; 32]);
+        let snap: portcullis_shared::snapshot::Snapshot =
+            serde_json::from_value(serde_json::json!({
+                "workspace_id": "w", "revision": 1, "deployment_id": "d",
+                "public_url": "http://gw", "generated_at": "", "models": [], "pools": [],
+                "bundles": [],
+                "gateways": [{"gateway_id": "g", "name": "default", "state": "active",
+                    "is_default": true, "all_agents": true, "agent_ids": [], "model_ids": [],
+                    "pool_ids": []}],
+                "agents": [{"agent_id": "a", "name": "bot", "status": "active",
+                    "parent_id": null, "key_hashes": [], "token_ttl_secs": 600,
+                    "actas_method": null, "actas_required": false,
+                    "actas_provider_id": null, "actas_oidc_url": null,
+                    "actas_hmac_secret": null}],
+                "token_keys": [{"kid": "k1", "x": x}]
+            }))
+            .unwrap_or_else(|e| panic!("fixture: {e}"));
+        compile(&snap, &Runtime::default()).unwrap_or_else(|e| panic!("fixture: {e:?}"))
+    }
+
+    fn jwtish() -> impl Strategy<Value = String> {
+        let alg = prop_oneof![Just("EdDSA"), Just("none"), Just("HS256"), Just("RS256")];
+        let exp = any::<i64>();
+        let sig = proptest::collection::vec(any::<u8>(), 0..80);
+        (alg, exp, sig).prop_map(|(alg, exp, sig)| {
+            let header = serde_json::json!({"alg": alg, "kid": "k1", "typ": "JWT"});
+            let claims = serde_json::json!({"iss": "urn:portcullis:controlplane", "sub": "a",
+                "aud": "g", "iat": 0, "exp": exp, "jti": "j", "ws": "w"});
+            format!(
+                "{}.{}.{}",
+                URL_SAFE_NO_PAD.encode(header.to_string()),
+                URL_SAFE_NO_PAD.encode(claims.to_string()),
+                URL_SAFE_NO_PAD.encode(sig)
+            )
+        })
+    }
+
+    fn bearer() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            "[A-Za-z0-9_-]{0,40}\\.[A-Za-z0-9_-]{0,40}\\.[A-Za-z0-9_-]{0,40}",
+            jwtish(),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn forged_bearers_never_authenticate(token in bearer()) {
+            let snap = snapshot();
+            prop_assert!(authenticate(&snap, &token, "g").is_err());
+        }
+    }
+}
