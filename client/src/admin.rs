@@ -53,6 +53,26 @@ impl AdminClient {
         &self.base_url
     }
 
+    /// `ExchangeAgentKey` on an agent's behalf (the platform key needs `agentkeys.manage`):
+    /// a short-lived token for `agent_key` that `gateway_id`'s gateway accepts in its place.
+    pub async fn exchange_agent_key(
+        &self,
+        agent_key: &str,
+        gateway_id: Option<&str>,
+    ) -> Result<portcullis_shared::api::agents::ExchangedToken, ClientError> {
+        let request = portcullis_shared::api::agents::ExchangeAgentKeyRequest {
+            workspace_id: None,
+            gateway_id: gateway_id.map(str::to_string),
+            agent_key: Some(agent_key.to_string()),
+        };
+        self.call(
+            portcullis_shared::api::service::AGENTS,
+            "ExchangeAgentKey",
+            &request,
+        )
+        .await
+    }
+
     /// Calls `<service>/<operation>` with a typed request and reply.
     pub async fn call<Req: Serialize + ?Sized, Resp: DeserializeOwned>(
         &self,

@@ -23,6 +23,7 @@ pub async fn exchange_agent_key(
     let request = ExchangeAgentKeyRequest {
         workspace_id: None,
         gateway_id: gateway_id.map(str::to_string),
+        agent_key: None,
     };
     client
         .call(

@@ -403,10 +403,13 @@ async fn run(
     }
     let principal = Arc::new(auth::authenticate(&app.store, headers, operation.access).await?);
     *who = Some(principal.clone());
-    if let (Access::Platform(permission), Principal::Platform(_)) =
-        (operation.access, principal.as_ref())
-    {
-        principal.require(permission)?;
+    match (operation.access, principal.as_ref()) {
+        (Access::Platform(permission), Principal::Platform(_)) => principal.require(permission)?,
+        // A platform key exchanging an agent's key manages that agent's keys.
+        (Access::Agent, Principal::Platform(_)) => {
+            principal.require(Permission::AgentKeysManage)?
+        }
+        _ => {}
     }
     let body = match input {
         Input::Connect(body) => read_body(body).await?,

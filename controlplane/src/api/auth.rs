@@ -110,6 +110,25 @@ fn bearer(headers: &HeaderMap) -> ApiResult<&str> {
     Ok(token.trim())
 }
 
+/// The agent and key an agent API key belongs to, if it is live.
+pub async fn agent_key(
+    conn: &mut crate::store::Conn,
+    token: &str,
+) -> ApiResult<Option<AgentPrincipal>> {
+    if KeyKind::of(token) != Some(KeyKind::Agent) {
+        return Ok(None);
+    }
+    let hash = keys::hash(token);
+    Ok(agents::key_by_hash(conn, &hash)
+        .await?
+        .filter(|row| keys::hashes_equal(&row.key_hash, &hash))
+        .map(|row| AgentPrincipal {
+            agent_id: row.agent_id,
+            key_id: row.id,
+            workspace_id: row.workspace_id,
+        }))
+}
+
 pub async fn authenticate(
     store: &Store,
     headers: &HeaderMap,
@@ -120,7 +139,7 @@ pub async fn authenticate(
     let hash = keys::hash(token);
     let mut conn = store.read().await?;
     match (access, kind) {
-        (Access::Platform(_), Some(KeyKind::Platform)) => {
+        (Access::Platform(_) | Access::Agent, Some(KeyKind::Platform)) => {
             let row = workspaces::platform_key_by_hash(&mut conn, &hash)
                 .await?
                 .filter(|row| keys::hashes_equal(&row.key_hash, &hash))
@@ -156,19 +175,12 @@ pub async fn authenticate(
                 public_url: row.public_url,
             }))
         }
-        (Access::Agent, Some(KeyKind::Agent)) => {
-            let row = agents::key_by_hash(&mut conn, &hash)
-                .await?
-                .filter(|row| keys::hashes_equal(&row.key_hash, &hash))
-                .ok_or_else(|| ApiError::Unauthenticated("unknown or revoked API key".into()))?;
-            Ok(Principal::Agent(AgentPrincipal {
-                agent_id: row.agent_id,
-                key_id: row.id,
-                workspace_id: row.workspace_id,
-            }))
-        }
+        (Access::Agent, Some(KeyKind::Agent)) => agent_key(&mut conn, token)
+            .await?
+            .ok_or_else(|| ApiError::Unauthenticated("unknown or revoked API key".into()))
+            .map(Principal::Agent),
         (Access::Agent, _) => Err(ApiError::Unauthenticated(
-            "only an agent API key (svc_…) can be exchanged for a token".into(),
+            "only an agent API key (svc_…), or a platform key exchanging one, can call this".into(),
         )),
         (Access::Platform(_), Some(KeyKind::Agent)) => Err(ApiError::Unauthenticated(
             "agent keys authenticate to gateways only; use a platform key (svc_pk_…)".into(),

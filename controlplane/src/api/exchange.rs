@@ -7,9 +7,12 @@ use portcullis_shared::api::agents::{AgentStatus, ExchangeAgentKeyRequest, Excha
 use portcullis_shared::snapshot::AgentTokenClaims;
 
 use super::agents::select_gateway;
+use super::auth::{self, AgentPrincipal};
+use super::Principal;
 use super::{unary, views, Access, Ctx, Operation};
-use crate::error::{precondition, ApiError, ApiResult};
+use crate::error::{invalid, precondition, ApiError, ApiResult};
 use crate::store::{agents, token_keys};
+use portcullis_shared::keys::KeyKind;
 
 /// The `iss` of every exchanged token.
 pub const ISSUER: &str = "urn:portcullis:controlplane";
@@ -18,8 +21,37 @@ pub fn operations() -> Vec<(&'static str, Operation)> {
     vec![("ExchangeAgentKey", unary(Access::Agent, exchange))]
 }
 
+/// The key being exchanged: the bearer's own, or the one a platform key names in the body.
+async fn key_to_exchange(ctx: &Ctx, req: &ExchangeAgentKeyRequest) -> ApiResult<AgentPrincipal> {
+    let given = req.agent_key.as_deref().filter(|k| !k.is_empty());
+    match (ctx.principal.as_ref(), given) {
+        (Principal::Agent(_), Some(_)) => Err(invalid(
+            "agent_key is for platform keys; an agent key exchanges itself",
+        )),
+        (Principal::Agent(a), None) => Ok(a.clone()),
+        (Principal::Platform(_), None) => Err(invalid(
+            "agent_key is required when a platform key calls ExchangeAgentKey",
+        )),
+        (Principal::Platform(p), Some(key)) => {
+            if KeyKind::of(key) != Some(KeyKind::Agent) {
+                return Err(invalid("agent_key must be an agent API key (svc_…)"));
+            }
+            let mut conn = ctx.store().read().await?;
+            auth::agent_key(&mut conn, key)
+                .await?
+                .filter(|a| a.workspace_id == p.workspace_id)
+                .ok_or_else(|| {
+                    ApiError::NotFound("agent_key is unknown or revoked in this workspace".into())
+                })
+        }
+        _ => Err(ApiError::PermissionDenied(
+            "only an agent key or a platform key can exchange an agent key".into(),
+        )),
+    }
+}
+
 async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<ExchangedToken> {
-    let caller = ctx.principal.as_agent()?.clone();
+    let caller = key_to_exchange(&ctx, &req).await?;
     let ws = caller.workspace_id.clone();
     let mut conn = ctx.store().read().await?;
     let agent = agents::get(&mut conn, &ws, &caller.agent_id)

@@ -321,8 +321,9 @@ pub struct ListAgentKeysRequest {
     pub agent_id: String,
 }
 
-/// `ExchangeAgentKey`: the bearer is the agent key itself. `gateway_id` may be left out only
-/// when the agent reaches exactly one gateway.
+/// `ExchangeAgentKey`: the bearer is the agent key itself, or a platform key holding
+/// `agentkeys.manage` with the agent key in `agent_key`. `gateway_id` may be left out only when
+/// the agent reaches exactly one gateway.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExchangeAgentKeyRequest {
@@ -330,6 +331,10 @@ pub struct ExchangeAgentKeyRequest {
     pub workspace_id: Option<String>,
     #[serde(default)]
     pub gateway_id: Option<String>,
+    /// The agent key to exchange, when the bearer is a platform key (the admin client's
+    /// form); absent when the bearer is the agent key itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_key: Option<String>,
 }
 
 impl crate::api::WorkspaceScoped for ExchangeAgentKeyRequest {

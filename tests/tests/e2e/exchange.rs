@@ -1,7 +1,8 @@
 //! `ExchangeAgentKey` over real processes: an agent key traded for a short-lived EdDSA token
 //! that one gateway accepts in its place on every route (the official OpenAI and MCP SDKs,
 //! Anthropic's `x-api-key`), refused on another gateway, when tampered with, once the agent is
-//! suspended, and after it expires; only an agent key can be exchanged.
+//! suspended, and after it expires; only an agent key can be exchanged, by itself or by a
+//! platform key on its behalf (the admin client's form).
 
 use portcullis_tests::controlplane::{AGENTS, MGMT};
 use portcullis_tests::process::bin;
@@ -134,10 +135,27 @@ async fn a_token_is_for_one_gateway_and_only_agent_keys_are_exchanged() {
     assert_eq!(refused.status, 401, "{}", refused.text);
     assert!(refused.text.contains("another gateway"), "{}", refused.text);
 
+    // The admin client's form: a platform key exchanging an agent's key; never its own.
     exchange(&w, &cp.key, json!({}))
         .await
-        .expect_error("unauthenticated", 401)
+        .expect_error("invalid_argument", 400)
+        .mentions("agent_key is required");
+    exchange(&w, &cp.key, json!({"agent_key": cp.key}))
+        .await
+        .expect_error("invalid_argument", 400)
         .mentions("agent API key");
+    let admin = portcullis_client::AdminClient::new(&cp.url, &cp.key).unwrap();
+    let on_behalf = admin
+        .exchange_agent_key(&w.key, Some(&w.gateway_id))
+        .await
+        .unwrap();
+    assert_eq!(
+        chat_with(&w, &w.gw, &on_behalf.access_token).await.status,
+        200
+    );
+    exchange(&w, &w.key, json!({"agent_key": w.key}))
+        .await
+        .expect_error("invalid_argument", 400);
     exchange(&w, "svc_not_a_real_key_0000000000000000000000", json!({}))
         .await
         .expect_error("unauthenticated", 401);
