@@ -57,13 +57,18 @@ fn parse(url: &str) -> Result<reqwest::Url, String> {
     reqwest::Url::parse(url).map_err(|e| format!("URL {url}: {e}"))
 }
 
-/// A path segment as URLs carry it (a Bedrock model id or ARN holds `:` and `/`); `@`, which
-/// paths allow and Vertex model versions use, stays as it is.
+/// What a path segment keeps as it is: letters, digits, `*-._`, and `@` (Vertex model
+/// versions); everything else is percent-encoded (a Bedrock model id or ARN holds `:` and `/`).
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'*')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'@');
+
+/// A path segment as URLs carry it.
 fn segment(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20")
-        .replace("%40", "@")
+    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
 }
 
 /// Where a model's calls go: its provider's API at its base URL.
@@ -268,4 +273,26 @@ fn headers(
         out.push((name, value));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::segment;
+
+    #[test]
+    fn path_segments_encode_what_a_segment_cannot_hold() {
+        assert_eq!(
+            segment("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            "us.anthropic.claude-sonnet-4-5-20250929-v1%3A0"
+        );
+        assert_eq!(
+            segment("arn:aws:bedrock:us-east-1:123:inference-profile/x"),
+            "arn%3Aaws%3Abedrock%3Aus-east-1%3A123%3Ainference-profile%2Fx"
+        );
+        assert_eq!(
+            segment("claude-sonnet-4-5@20250929"),
+            "claude-sonnet-4-5@20250929"
+        );
+        assert_eq!(segment("a b~+*é"), "a%20b%7E%2B*%C3%A9");
+    }
 }
