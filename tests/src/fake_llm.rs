@@ -79,6 +79,20 @@ impl Shared {
         self.record_raw(path, headers, body, axum::body::Bytes::new());
     }
 
+    /// A model call as received: recorded (its JSON and its bytes), after the behaviour's
+    /// delay; the body as JSON (`null` when it is not).
+    async fn receive(
+        &self,
+        uri: &axum::http::Uri,
+        headers: &HeaderMap,
+        bytes: &axum::body::Bytes,
+    ) -> Value {
+        let body = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+        self.record_raw(uri.path(), headers, &body, bytes.clone());
+        self.delay().await;
+        body
+    }
+
     fn record_raw(&self, path: &str, headers: &HeaderMap, body: &Value, raw: axum::body::Bytes) {
         if self.behaviour.record {
             self.recorded
@@ -328,10 +342,6 @@ fn byte_stream(pieces: Vec<Vec<u8>>, delay: u64, content_type: &str) -> Response
         .unwrap_or_else(|_| axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-fn json_body(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes).unwrap_or(Value::Null)
-}
-
 /// The Gemini API (`/v1beta/models/{model}:{method}`) and Vertex
 /// (`/v1/projects/{project}/locations/{location}/publishers/{google|anthropic}/models/
 /// {model}:{method}`).
@@ -342,9 +352,7 @@ async fn google(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let body = json_body(&body);
-    shared.record(uri.path(), &headers, &body);
-    shared.delay().await;
+    let body = shared.receive(&uri, &headers, &body).await;
     if uri.path().starts_with("/v1beta/models/") {
         return gemini::answer(&shared, &call, false, &headers, &body);
     }
@@ -367,8 +375,7 @@ async fn bedrock(
     headers: HeaderMap,
     bytes: axum::body::Bytes,
 ) -> Response {
-    shared.record_raw(uri.path(), &headers, &json_body(&bytes), bytes.clone());
-    shared.delay().await;
+    shared.receive(&uri, &headers, &bytes).await;
     let received = bedrock::Received {
         path: uri.path(),
         query: uri.query().unwrap_or_default(),

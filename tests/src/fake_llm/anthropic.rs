@@ -144,9 +144,7 @@ pub(super) async fn messages(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    shared.record(uri.path(), &headers, &body);
-    shared.delay().await;
+    let body = shared.receive(&uri, &headers, &body).await;
     if let Some(failed) = failure(&shared) {
         return failed;
     }

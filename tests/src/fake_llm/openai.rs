@@ -60,9 +60,7 @@ pub(super) async fn chat(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    shared.record(uri.path(), &headers, &body);
-    shared.delay().await;
+    let body = shared.receive(&uri, &headers, &body).await;
     let b = &shared.behaviour;
     if b.status != 200 {
         return error(
