@@ -9,7 +9,7 @@ use portcullis_tests::process::bin;
 use portcullis_tests::{python, GatewayProcess};
 use serde_json::{json, Value};
 
-use crate::world::{http, world, World};
+use crate::world::{http, world, world_on, World};
 
 const SERVICE: &str = "svc.agents.v1.AgentService";
 
@@ -106,9 +106,23 @@ async fn an_exchanged_token_stands_in_for_the_key_on_one_gateway() {
         .mentions("suspended");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_is_for_one_gateway_and_only_agent_keys_are_exchanged() {
-    let w = world().await;
+/// On both stores: the signing keys live in the database (migration 0006).
+mod a_token_is_for_one_gateway_and_only_agent_keys_are_exchanged {
+    use portcullis_tests::Backend;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        super::one_gateway_only_agent_keys(Backend::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::one_gateway_only_agent_keys(Backend::Postgres).await;
+    }
+}
+
+async fn one_gateway_only_agent_keys(backend: portcullis_tests::Backend) {
+    let w = world_on(backend).await;
     let cp = &w.cp;
     let other = cp
         .ok(MGMT, "CreateGateway", cp.body(json!({"name": "team"})))
