@@ -3,6 +3,7 @@
 //! field named), its `workspace_id` checked against the key, its permission checked, and then
 //! handled. Every failure leaves through [`crate::error`].
 
+mod actas;
 mod agents;
 mod audit;
 mod auth;
@@ -226,6 +227,7 @@ impl Registry {
         add(service::MGMT, tools::catalog::operations());
         add(service::MGMT, workspace::operations());
         add(service::AGENTS, agents::operations());
+        add(service::AGENTS, actas::operations());
         add(service::AGENTS, keys::operations());
         add(service::AGENTS, exchange::operations());
         add(service::RULES, rules::operations());

@@ -117,6 +117,7 @@ async fn create(store: &Store, admin_key_path: &Path) -> anyhow::Result<Bootstra
         plan: "pro".to_string(),
         revision: 1,
         created_at: now,
+        actas_min_method: "none".to_string(),
     };
     let gateway = gateways::GatewayRow {
         id: uuid::Uuid::new_v4().to_string(),

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use portcullis_shared::api::actas::{ActAsStrength, ProviderMethod};
 use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
 use portcullis_shared::api::gateways::{GatewayState, MemberKind};
 use portcullis_shared::api::pools::PoolStrategy;
@@ -118,7 +119,18 @@ pub async fn build(
     }
 
     let mut key_hashes: HashMap<String, Vec<String>> = HashMap::new();
+    let mut bound_keys: HashMap<String, Vec<SnapBoundKey>> = HashMap::new();
     for k in agents::all_keys(conn, ws).await? {
+        if let Some(subject) = &k.bound_subject {
+            bound_keys
+                .entry(k.agent_id.clone())
+                .or_default()
+                .push(SnapBoundKey {
+                    key_hash: k.key_hash.clone(),
+                    subject: serde_json::from_str(subject)
+                        .map_err(|_| corrupt("key bound_subject"))?,
+                });
+        }
         key_hashes.entry(k.agent_id).or_default().push(k.key_hash);
     }
     let mut snap_agents = Vec::new();
@@ -133,6 +145,7 @@ pub async fn build(
             actas_provider_id: a.actas_provider_id,
             actas_oidc_url: a.actas_oidc_url,
             actas_hmac_secret: hmac.map(Secrets),
+            bound_keys: bound_keys.remove(&a.id).unwrap_or_default(),
             agent_id: a.id,
             name: a.name,
             parent_id: a.parent_id,
@@ -198,7 +211,35 @@ pub async fn build(
         tools: snap_tools,
         quotas: snap_quotas,
         token_keys: crate::store::token_keys::published(conn, ws).await?,
+        actas_min_method: workspaces::get_workspace(conn, ws)
+            .await?
+            .and_then(|w| ActAsStrength::parse(&w.actas_min_method))
+            .ok_or_else(|| corrupt("workspace actas_min_method"))?,
+        actas_providers: actas_providers(conn, cipher, ws).await?,
     })
+}
+
+async fn actas_providers(
+    conn: &mut Conn,
+    cipher: &portcullis_shared::seal::Cipher,
+    ws: &str,
+) -> ApiResult<Vec<SnapActAsProvider>> {
+    let mut out = Vec::new();
+    for p in crate::store::actas_providers::list(conn, ws).await? {
+        let secret = credentials::open_shared(conn, cipher, Owner::ActAsProvider, &p.id).await?;
+        out.push(SnapActAsProvider {
+            method: ProviderMethod::parse(&p.method).ok_or_else(|| corrupt("provider method"))?,
+            hmac_secret: secret.map(Secrets),
+            provider_id: p.id,
+            name: p.name,
+            issuer: p.issuer,
+            audience: p.audience,
+            jwks_url: p.jwks_url,
+            email_claim: p.email_claim,
+            groups_claim: p.groups_claim,
+        });
+    }
+    Ok(out)
 }
 
 async fn tool_connections(

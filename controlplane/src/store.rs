@@ -2,6 +2,7 @@
 //! set of portable queries. Every write runs in a [`WriteTx`] that bumps the workspace
 //! revision and wakes gateways waiting for a new snapshot.
 
+pub mod actas_providers;
 pub mod agents;
 pub mod audit;
 pub mod bundles;

@@ -60,6 +60,16 @@ pub fn http_url(field: &str, value: &str) -> ApiResult<url::Url> {
     Ok(url)
 }
 
+/// An https URL, or plain http on a loopback host (a provider on the same machine).
+pub fn https_url(field: &str, value: &str) -> ApiResult<url::Url> {
+    let parsed = http_url(field, value)?;
+    let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+    if parsed.scheme() != "https" && !loopback {
+        return Err(invalid(format!("{field} must use https")));
+    }
+    Ok(parsed)
+}
+
 /// An HTTP header name (RFC 9110 token).
 pub fn header_name(field: &str, value: &str) -> ApiResult<()> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);

@@ -77,6 +77,7 @@ fn exchanged_token() -> (String, Vec<u8>) {
         exp: now + 600,
         jti: "j".into(),
         ws: "w".into(),
+        act: None,
     };
     let signing = jsonwebtoken::EncodingKey::from_ed_der(pkcs8.as_ref());
     let token = jsonwebtoken::encode(&header, &claims, &signing).unwrap();
@@ -129,12 +130,19 @@ fn authenticate(c: &mut Criterion) {
     .unwrap();
     let compiled = snapshot::compile(&snap, &snapshot::Runtime::default()).unwrap();
     c.bench_function("authenticate: agent key", |b| {
-        b.iter(|| authn::authenticate(&compiled, key, "g").unwrap().id.len())
+        b.iter(|| {
+            authn::authenticate(&compiled, key, "g")
+                .unwrap()
+                .agent
+                .id
+                .len()
+        })
     });
     c.bench_function("authenticate: exchanged token, remembered", |b| {
         b.iter(|| {
             authn::authenticate(&compiled, &token, "g")
                 .unwrap()
+                .agent
                 .id
                 .len()
         })

@@ -4,8 +4,9 @@
 //! token's EdDSA signature is checked against the workspace keys in the snapshot, with its
 //! audience (this gateway), expiry (30 s leeway) and the agent's status at this snapshot.
 
-use portcullis_shared::api::agents::AgentStatus;
+use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
 use portcullis_shared::keys::{self, KeyKind};
+use portcullis_shared::policy::ActAs;
 use portcullis_shared::snapshot::AgentTokenClaims;
 
 use crate::error::GatewayError;
@@ -40,13 +41,19 @@ fn bearer(header: Option<&[u8]>) -> Result<&str, GatewayError> {
         })
 }
 
-/// The agent behind `token` (a key or an exchanged token) on the gateway `gateway_id`.
+/// Who is calling: the agent, and the end user its key is bound to (act-as `bound`).
+pub struct Caller<'a> {
+    pub agent: &'a AgentEntry,
+    pub bound: Option<ActAs>,
+}
+
+/// The caller behind `token` (a key or an exchanged token) on the gateway `gateway_id`.
 pub fn authenticate<'a>(
     snap: &'a Compiled,
     token: &str,
     gateway_id: &str,
-) -> Result<&'a AgentEntry, GatewayError> {
-    let agent = match KeyKind::of(token) {
+) -> Result<Caller<'a>, GatewayError> {
+    let (agent, bound) = match KeyKind::of(token) {
         Some(KeyKind::Agent) => by_key(snap, token)?,
         Some(KeyKind::Platform | KeyKind::Deployment) => {
             return Err(GatewayError::Unauthenticated(
@@ -61,16 +68,35 @@ pub fn authenticate<'a>(
             ))
         }
     };
-    admitted(agent)
+    Ok(Caller {
+        agent: admitted(agent)?,
+        bound,
+    })
 }
 
-fn by_key<'a>(snap: &'a Compiled, token: &str) -> Result<&'a AgentEntry, GatewayError> {
+fn by_key<'a>(
+    snap: &'a Compiled,
+    token: &str,
+) -> Result<(&'a AgentEntry, Option<ActAs>), GatewayError> {
     let hash = keys::hash(token);
-    snap.keys
+    let agent = snap
+        .keys
         .get_key_value(hash.as_str())
         .filter(|(stored, _)| keys::hashes_equal(stored, &hash))
         .and_then(|(_, index)| snap.agents.get(*index))
-        .ok_or_else(|| GatewayError::Unauthenticated("unknown or revoked API key".into()))
+        .ok_or_else(|| GatewayError::Unauthenticated("unknown or revoked API key".into()))?;
+    let bound = match agent.actas_method {
+        Some(ActAsMethod::Bound) => agent.bound_keys.get(&hash).cloned(),
+        _ => None,
+    };
+    Ok((agent, bound))
+}
+
+/// A key's bound end user counts only while the agent's act-as method is `bound`.
+fn bound_to(agent: &AgentEntry, subject: Option<ActAs>) -> Option<ActAs> {
+    (agent.actas_method == Some(ActAsMethod::Bound))
+        .then_some(subject)
+        .flatten()
 }
 
 /// The `iss` the control plane gives exchanged tokens.
@@ -84,6 +110,8 @@ pub struct Verified {
     agent: usize,
     aud: Box<str>,
     exp: i64,
+    /// The end user the exchanged key was bound to.
+    bound: Option<ActAs>,
 }
 
 /// At most this many verified tokens are remembered per snapshot (then the memory restarts).
@@ -99,7 +127,7 @@ fn by_token<'a>(
     snap: &'a Compiled,
     token: &str,
     gateway_id: &str,
-) -> Result<&'a AgentEntry, GatewayError> {
+) -> Result<(&'a AgentEntry, Option<ActAs>), GatewayError> {
     let now = chrono::Utc::now().timestamp();
     let known = snap
         .verified_tokens
@@ -128,9 +156,11 @@ fn by_token<'a>(
     if *verified.aud != *gateway_id {
         return Err(refused("issued for another gateway"));
     }
-    snap.agents
+    let agent = snap
+        .agents
         .get(verified.agent)
-        .ok_or_else(|| refused("its agent no longer exists"))
+        .ok_or_else(|| refused("its agent no longer exists"))?;
+    Ok((agent, bound_to(agent, verified.bound)))
 }
 
 /// Checks an exchanged token's signature and claims against the snapshot.
@@ -170,6 +200,14 @@ fn verify(snap: &Compiled, token: &str, gateway_id: &str) -> Result<Verified, Ga
         agent,
         aud: claims.aud.into(),
         exp: claims.exp,
+        bound: claims.act.map(|s| ActAs {
+            present: true,
+            verified: true,
+            method: "bound".into(),
+            sub: s.sub,
+            email: s.email,
+            groups: s.groups,
+        }),
     })
 }
 

@@ -99,6 +99,9 @@ pub enum GatewayError {
     Forbidden(String),
     #[error("{}", .0.reason)]
     Denied(Denial),
+    /// The act-as identity was refused; `code` says why (`actas_expired`, `actas_audience`, …).
+    #[error("act-as identity refused: {message}")]
+    ActAsRefused { code: &'static str, message: String },
     #[error("{0}")]
     NotFound(String),
     #[error("model '{0}' is not available on this gateway")]
@@ -143,6 +146,7 @@ impl GatewayError {
             GatewayError::Unauthenticated(_) => 401,
             GatewayError::Forbidden(_)
             | GatewayError::Denied(_)
+            | GatewayError::ActAsRefused { .. }
             | GatewayError::Unpriced(_)
             | GatewayError::CloudIdentityUnavailable(_) => 403,
             GatewayError::QuotaExceeded { .. } => 429,
@@ -178,6 +182,7 @@ impl GatewayError {
             GatewayError::Unauthenticated(_) => ("authentication_error", "invalid_api_key"),
             GatewayError::Forbidden(_) => ("permission_error", "forbidden"),
             GatewayError::Denied(_) => ("permission_error", "policy_denied"),
+            GatewayError::ActAsRefused { code, .. } => ("permission_error", code),
             GatewayError::NotFound(_) => ("invalid_request_error", "not_found"),
             GatewayError::ModelNotFound(_) => ("invalid_request_error", "model_not_found"),
             GatewayError::TooLarge(_) => ("invalid_request_error", "request_too_large"),

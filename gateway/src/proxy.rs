@@ -233,15 +233,20 @@ async fn dispatch(
     let api_key = matches!(route, Route::Messages { .. })
         .then(|| headers.get("x-api-key").map(|v| v.as_bytes()))
         .flatten();
-    let agent = authn::presented(headers.get("authorization").map(|v| v.as_bytes()), api_key)
+    let caller = authn::presented(headers.get("authorization").map(|v| v.as_bytes()), api_key)
         .and_then(|token| authn::authenticate(&snap, token, &gateway.id))
         .map_err(|e| refuse(None, e))?;
+    let agent = caller.agent;
     let act_as_header = headers.get(actas::HEADER);
     let act_as = actas::verify(
+        gw,
+        &snap,
         agent,
+        &gateway.id,
         act_as_header.map(|v| v.as_bytes()),
-        chrono::Utc::now().timestamp(),
+        caller.bound.as_ref(),
     )
+    .await
     .map_err(|e| refuse(Some(agent), e))?;
     let act_as_raw = act_as_header
         .and_then(|v| v.to_str().ok())

@@ -2,6 +2,7 @@
 //! what the control plane sends ([`compile`]), kept fresh ([`sync`]) and kept on disk for
 //! starts while the control plane is down ([`lkg`]).
 
+mod actas;
 pub mod compile;
 pub mod lkg;
 mod model;
@@ -48,6 +49,8 @@ pub struct Compiled {
     pub entities: Entities,
     /// How many decision slots each agent's memo has (see [`AgentEntry::memo`]).
     pub slots: usize,
+    /// The weakest act-as identity the workspace admits.
+    pub actas_min: portcullis_shared::api::actas::ActAsStrength,
 }
 
 pub struct GatewayEntry {
@@ -312,8 +315,14 @@ pub struct AgentEntry {
     pub policies: PolicySet,
     pub actas_method: Option<ActAsMethod>,
     pub actas_required: bool,
-    /// The HMAC act-as secret, when the agent's method is `hmac`.
+    /// The HMAC act-as secret (the agent's own or its provider's), when the method is `hmac`.
     pub actas_hmac_secret: Option<String>,
+    /// How act-as tokens are verified, when the method is `oidc`.
+    pub actas_oidc: Option<Arc<crate::actas::oidc::OidcConfig>>,
+    /// Act-as tokens already verified for this agent at this snapshot.
+    pub oidc_memory: crate::actas::oidc::Memory,
+    /// SHA-256 hex of a key bound to an end user → that user (method `bound`).
+    pub bound_keys: HashMap<String, portcullis_shared::policy::ActAs>,
     /// Decisions for requests without an act-as identity, by slot. They depend only on the
     /// agent, action, resource and gateway, so each is evaluated once per snapshot.
     pub memo: OnceLock<Box<[OnceLock<Decision>]>>,
@@ -360,13 +369,15 @@ impl Health {
 }
 
 /// What outlives snapshot swaps: health and round-robin cursors by id, Google tokens by
-/// service-account key, AWS credentials by assumed role.
+/// service-account key, AWS credentials by assumed role, act-as issuers' keys by URL.
 #[derive(Default)]
 pub struct Runtime {
     health: Mutex<HashMap<String, Arc<Health>>>,
     cursors: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     google_tokens: Mutex<HashMap<String, Arc<Expiring<String>>>>,
     aws_roles: Mutex<HashMap<String, Arc<Expiring<aws_credential_types::Credentials>>>>,
+    /// Act-as issuers' key sets, by URL.
+    pub issuers: crate::actas::oidc::Issuers,
 }
 
 impl Runtime {

@@ -1,6 +1,7 @@
 //! Wire types of the control-plane API (Connect unary JSON). Requests reject unknown fields;
 //! replies never carry secrets.
 
+pub mod actas;
 pub mod agents;
 pub mod common;
 pub mod gateways;

@@ -65,6 +65,39 @@ pub struct Snapshot {
     /// retired less than a day ago (the longest `token_ttl`).
     #[serde(default)]
     pub token_keys: Vec<SnapTokenKey>,
+    /// The weakest act-as identity the workspace admits.
+    #[serde(default)]
+    pub actas_min_method: crate::api::actas::ActAsStrength,
+    /// The workspace's act-as verification providers.
+    #[serde(default)]
+    pub actas_providers: Vec<SnapActAsProvider>,
+}
+
+/// A verification provider, as gateways need it to verify identities.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapActAsProvider {
+    pub provider_id: String,
+    pub name: String,
+    pub method: crate::api::actas::ProviderMethod,
+    #[serde(default)]
+    pub issuer: Option<String>,
+    #[serde(default)]
+    pub audience: Option<String>,
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    pub email_claim: String,
+    pub groups_claim: String,
+    #[serde(default)]
+    pub hmac_secret: Option<Secrets>,
+}
+
+/// The end user an API key is bound to (`bound` act-as): the identity comes from the key,
+/// never from the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapBoundKey {
+    /// SHA-256 hex of the key.
+    pub key_hash: String,
+    pub subject: crate::api::agents::BoundSubject,
 }
 
 /// An Ed25519 public key (`kid`, and the raw key in base64url as in a JWK's `x`).
@@ -88,6 +121,9 @@ pub struct AgentTokenClaims {
     pub jti: String,
     /// The workspace.
     pub ws: String,
+    /// The end user the exchanged key is bound to (act-as method `bound`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub act: Option<crate::api::agents::BoundSubject>,
 }
 
 /// A quota as the gateway enforces it.
@@ -218,6 +254,9 @@ pub struct SnapAgent {
     pub actas_provider_id: Option<String>,
     pub actas_oidc_url: Option<String>,
     pub actas_hmac_secret: Option<Secrets>,
+    /// The agent's keys bound to an end user.
+    #[serde(default)]
+    pub bound_keys: Vec<SnapBoundKey>,
 }
 
 /// One rule bundle's Cedar text; policy ids are already qualified and unique.

@@ -146,6 +146,31 @@ pub enum AgentCmd {
     },
 }
 
+/// The end user a key is bound to, for agents whose act-as method is `bound`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct BoundArgs {
+    /// Bind the key to this end user (`sub`): every call with it acts for them.
+    #[arg(long = "bound-sub")]
+    pub sub: Option<String>,
+    /// The bound end user's email.
+    #[arg(long = "bound-email", requires = "sub")]
+    pub email: Option<String>,
+    /// A group of the bound end user; repeat for several.
+    #[arg(long = "bound-group", requires = "sub")]
+    pub groups: Vec<String>,
+}
+
+impl BoundArgs {
+    pub fn subject(self) -> Option<portcullis_shared::api::agents::BoundSubject> {
+        let sub = self.sub?;
+        Some(portcullis_shared::api::agents::BoundSubject {
+            sub,
+            email: self.email.unwrap_or_default(),
+            groups: self.groups,
+        })
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum KeyCmd {
     /// Create an API key; prints the token once.
@@ -157,6 +182,8 @@ pub enum KeyCmd {
         /// The gateway the key is for (needed when the agent reaches several).
         #[arg(long)]
         gateway: Option<String>,
+        #[command(flatten)]
+        bound: BoundArgs,
     },
     /// Create the key, or rotate it when it exists; prints the token once.
     Ensure {
@@ -164,6 +191,8 @@ pub enum KeyCmd {
         name: String,
         #[arg(long)]
         gateway: Option<String>,
+        #[command(flatten)]
+        bound: BoundArgs,
     },
     /// Issue a new token for an existing key; prints it once.
     Rotate {

@@ -15,12 +15,14 @@ pub async fn run(ctx: &Ctx, cmd: KeyCmd) -> anyhow::Result<()> {
             agent,
             name,
             gateway,
+            bound,
         } => {
             let req = CreateAgentKeyRequest {
                 workspace_id,
                 agent_id: agent,
                 name,
                 gateway_id: ctx.gateway_opt(gateway).await?,
+                bound_subject: bound.subject(),
             };
             ctx.send(AGENTS, "CreateAgentKey", &req).await?
         }
@@ -28,12 +30,14 @@ pub async fn run(ctx: &Ctx, cmd: KeyCmd) -> anyhow::Result<()> {
             agent,
             name,
             gateway,
+            bound,
         } => {
             let req = CreateAgentKeyRequest {
                 workspace_id,
                 agent_id: agent,
                 name,
                 gateway_id: ctx.gateway_opt(gateway).await?,
+                bound_subject: bound.subject(),
             };
             ctx.send(AGENTS, "EnsureAgentKey", &req).await?
         }

@@ -30,6 +30,8 @@ pub struct AgentPrincipal {
     pub agent_id: String,
     pub key_id: String,
     pub workspace_id: String,
+    /// JSON `{sub, email, groups}` of the end user the key is bound to.
+    pub bound_subject: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -126,6 +128,7 @@ pub async fn agent_key(
             agent_id: row.agent_id,
             key_id: row.id,
             workspace_id: row.workspace_id,
+            bound_subject: row.bound_subject,
         }))
 }
 

@@ -3,7 +3,9 @@
 //! one gateway that accepts it (`aud`), and lives the agent's `token_ttl`. Gateways check it
 //! against the public keys in their snapshot and the agent's status at their current snapshot.
 
-use portcullis_shared::api::agents::{AgentStatus, ExchangeAgentKeyRequest, ExchangedToken};
+use portcullis_shared::api::agents::{
+    ActAsMethod, AgentStatus, BoundSubject, ExchangeAgentKeyRequest, ExchangedToken,
+};
 use portcullis_shared::snapshot::AgentTokenClaims;
 
 use super::agents::select_gateway;
@@ -50,6 +52,22 @@ async fn key_to_exchange(ctx: &Ctx, req: &ExchangeAgentKeyRequest) -> ApiResult<
     }
 }
 
+/// The end user a bound agent's key acts for, carried in the token so the gateway need not
+/// know which key it was exchanged for.
+fn bound_subject(
+    agent: &agents::AgentRow,
+    caller: &AgentPrincipal,
+) -> ApiResult<Option<BoundSubject>> {
+    if agent.actas_method.as_deref() != Some(ActAsMethod::Bound.as_str()) {
+        return Ok(None);
+    }
+    caller
+        .bound_subject
+        .as_deref()
+        .map(|s| serde_json::from_str(s).map_err(|_| views::corrupt("key bound_subject")))
+        .transpose()
+}
+
 async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<ExchangedToken> {
     let caller = key_to_exchange(&ctx, &req).await?;
     let ws = caller.workspace_id.clone();
@@ -93,6 +111,7 @@ async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<Exchanged
         exp: now.timestamp() + i64::try_from(ttl).unwrap_or(600),
         jti: uuid::Uuid::new_v4().to_string(),
         ws: ws.clone(),
+        act: bound_subject(&agent, &caller)?,
     };
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
     header.kid = Some(key.kid);

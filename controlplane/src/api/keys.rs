@@ -8,7 +8,7 @@ use portcullis_shared::keys::{self, KeyKind};
 
 use super::agents::{load, select_gateway};
 use super::{unary, views, Access, Ctx, Operation};
-use crate::error::{exists, precondition, ApiError, ApiResult};
+use crate::error::{exists, invalid, precondition, ApiError, ApiResult};
 use crate::store::{agents, now_ms, WriteTx};
 use crate::validate;
 
@@ -35,7 +35,43 @@ fn key_view(row: &agents::KeyRow) -> AgentKey {
         gateway_id: row.gateway_id.clone(),
         created_at: views::ts(row.created_at),
         rotated_at: row.rotated_at.map(views::ts),
+        bound_subject: row
+            .bound_subject
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok()),
     }
+}
+
+/// The end user a key is to be bound to, checked and as stored (JSON). Only agents whose
+/// act-as method is `bound` take their identity from the key.
+fn bound_subject(
+    agent: &agents::AgentRow,
+    given: Option<&BoundSubject>,
+) -> ApiResult<Option<String>> {
+    let Some(b) = given else {
+        return Ok(None);
+    };
+    if agent.actas_method.as_deref() != Some(ActAsMethod::Bound.as_str()) {
+        return Err(invalid(format!(
+            "bound_subject needs an agent whose actas_method is bound; '{}' has {}",
+            agent.name,
+            agent.actas_method.as_deref().unwrap_or("none set")
+        )));
+    }
+    if b.sub.is_empty() || b.sub.len() > 256 {
+        return Err(invalid("bound_subject.sub must be 1 to 256 characters"));
+    }
+    if b.email.len() > 320 {
+        return Err(invalid("bound_subject.email is longer than 320 characters"));
+    }
+    let subject = BoundSubject {
+        sub: b.sub.clone(),
+        email: b.email.clone(),
+        groups: validate::string_list("bound_subject.groups", &b.groups, 256)?,
+    };
+    serde_json::to_string(&subject)
+        .map(Some)
+        .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// Issues a new token for a new or existing key row (`existing` rotates it).
@@ -46,6 +82,7 @@ async fn issue(
     name: &str,
     gateway_id: Option<&str>,
     existing: Option<agents::KeyRow>,
+    bound: Option<String>,
 ) -> ApiResult<IssuedAgentKey> {
     if agent.status == AgentStatus::Revoked.as_str() {
         return Err(precondition(format!(
@@ -62,6 +99,9 @@ async fn issue(
             row.prefix = keys::display_prefix(&token);
             row.gateway_id = gateway_id.clone();
             row.rotated_at = Some(now);
+            if bound.is_some() {
+                row.bound_subject = bound;
+            }
             agents::rotate_key(tx.conn(), &row).await?;
             row
         }
@@ -76,6 +116,7 @@ async fn issue(
                 gateway_id: gateway_id.clone(),
                 created_at: now,
                 rotated_at: None,
+                bound_subject: bound,
             };
             agents::insert_key(tx.conn(), &row).await?;
             row
@@ -108,7 +149,17 @@ async fn create(ctx: Ctx, req: CreateAgentKeyRequest) -> ApiResult<IssuedAgentKe
             agent.name
         )));
     }
-    let issued = issue(&mut tx, &ws, &agent, &name, req.gateway_id.as_deref(), None).await?;
+    let bound = bound_subject(&agent, req.bound_subject.as_ref())?;
+    let issued = issue(
+        &mut tx,
+        &ws,
+        &agent,
+        &name,
+        req.gateway_id.as_deref(),
+        None,
+        bound,
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(agent_id = %agent.id, key_id = %issued.key.key_id, "Agent key created.");
     Ok(issued)
@@ -122,6 +173,7 @@ async fn ensure(ctx: Ctx, req: CreateAgentKeyRequest) -> ApiResult<IssuedAgentKe
     let agent = load(tx.conn(), &ws, &req.agent_id).await?;
     let existing = agents::key_by_name(tx.conn(), &agent.id, &name).await?;
     let created = existing.is_none();
+    let bound = bound_subject(&agent, req.bound_subject.as_ref())?;
     let mut issued = issue(
         &mut tx,
         &ws,
@@ -129,6 +181,7 @@ async fn ensure(ctx: Ctx, req: CreateAgentKeyRequest) -> ApiResult<IssuedAgentKe
         &name,
         req.gateway_id.as_deref(),
         existing,
+        bound,
     )
     .await?;
     issued.created = Some(created);
@@ -168,6 +221,7 @@ async fn rotate(ctx: Ctx, req: RotateAgentKeyRequest) -> ApiResult<IssuedAgentKe
         &name,
         req.gateway_id.as_deref(),
         Some(existing),
+        None,
     )
     .await?;
     tx.commit().await?;

@@ -1,5 +1,6 @@
 //! Identity and workspaces, platform keys, and gateway deployments.
 
+use portcullis_shared::api::actas::ActAsStrength;
 use portcullis_shared::api::workspace::*;
 use portcullis_shared::api::Empty;
 use portcullis_shared::keys::{self, KeyKind};
@@ -53,13 +54,19 @@ async fn list_workspaces(
         .await?
         .ok_or_else(|| not_found("workspace", ctx.workspace_id()))?;
     Ok(ListWorkspacesResponse {
-        workspaces: vec![Workspace {
-            workspace_id: ws.id,
-            name: ws.name,
-            plan: ws.plan,
-            revision: u64::try_from(ws.revision).unwrap_or_default(),
-            created_at: views::ts(ws.created_at),
-        }],
+        workspaces: vec![workspace_view(ws)?],
+    })
+}
+
+fn workspace_view(ws: workspaces::WorkspaceRow) -> ApiResult<Workspace> {
+    Ok(Workspace {
+        actas_min_method: ActAsStrength::parse(&ws.actas_min_method)
+            .ok_or_else(|| views::corrupt("workspace actas_min_method"))?,
+        workspace_id: ws.id,
+        name: ws.name,
+        plan: ws.plan,
+        revision: u64::try_from(ws.revision).unwrap_or_default(),
+        created_at: views::ts(ws.created_at),
     })
 }
 
@@ -79,18 +86,15 @@ async fn update_workspace(ctx: Ctx, req: UpdateWorkspaceRequest) -> ApiResult<Wo
         }
         workspaces::set_plan(tx.conn(), &ws_id, plan).await?;
     }
+    if let Some(method) = req.actas_min_method {
+        workspaces::set_actas_min_method(tx.conn(), &ws_id, method.as_str()).await?;
+    }
     let ws = workspaces::get_workspace(tx.conn(), &ws_id)
         .await?
         .ok_or_else(|| not_found("workspace", &ws_id))?;
     tx.commit().await?;
     Ok(WorkspaceResponse {
-        workspace: Workspace {
-            workspace_id: ws.id,
-            name: ws.name,
-            plan: ws.plan,
-            revision: u64::try_from(ws.revision).unwrap_or_default(),
-            created_at: views::ts(ws.created_at),
-        },
+        workspace: workspace_view(ws)?,
     })
 }
 

@@ -107,7 +107,7 @@ pub fn agent_policies(a: &AgentRules<'_>) -> String {
         let _ = writeln!(
             out,
             "@id(\"actas\")\nforbid (principal == {principal}, action, resource)\nunless {{ \
-             context.act_as.verified && ({}) }};\n",
+             context.act_as.present && ({}) }};\n",
             matches.join(" || ")
         );
     }

@@ -213,12 +213,14 @@ pub struct KeyRow {
     pub gateway_id: Option<String>,
     pub created_at: i64,
     pub rotated_at: Option<i64>,
+    /// JSON `{sub, email, groups}` of the end user the key is bound to.
+    pub bound_subject: Option<String>,
 }
 
 pub async fn insert_key(conn: &mut Conn, r: &KeyRow) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO agent_keys (id, workspace_id, agent_id, name, key_hash, prefix, gateway_id, \
-         created_at, rotated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+         created_at, rotated_at, bound_subject) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&r.id)
     .bind(&r.workspace_id)
@@ -229,6 +231,7 @@ pub async fn insert_key(conn: &mut Conn, r: &KeyRow) -> Result<(), StoreError> {
     .bind(&r.gateway_id)
     .bind(r.created_at)
     .bind(r.rotated_at)
+    .bind(&r.bound_subject)
     .execute(conn)
     .await?;
     Ok(())
@@ -236,13 +239,14 @@ pub async fn insert_key(conn: &mut Conn, r: &KeyRow) -> Result<(), StoreError> {
 
 pub async fn rotate_key(conn: &mut Conn, r: &KeyRow) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE agent_keys SET key_hash = $1, prefix = $2, gateway_id = $3, rotated_at = $4 \
-         WHERE id = $5",
+        "UPDATE agent_keys SET key_hash = $1, prefix = $2, gateway_id = $3, rotated_at = $4, \
+         bound_subject = $5 WHERE id = $6",
     )
     .bind(&r.key_hash)
     .bind(&r.prefix)
     .bind(&r.gateway_id)
     .bind(r.rotated_at)
+    .bind(&r.bound_subject)
     .bind(&r.id)
     .execute(conn)
     .await?;

@@ -15,6 +15,8 @@ pub enum Owner {
     /// A tool's OAuth client secret.
     ToolOAuthClient,
     AgentActAs,
+    /// An act-as verification provider's HMAC secret.
+    ActAsProvider,
 }
 
 impl Owner {
@@ -24,6 +26,7 @@ impl Owner {
             Owner::Tool => "tool",
             Owner::ToolOAuthClient => "tool_oauth_client",
             Owner::AgentActAs => "agent_actas",
+            Owner::ActAsProvider => "actas_provider",
         }
     }
 }

@@ -9,6 +9,7 @@ pub struct WorkspaceRow {
     pub plan: String,
     pub revision: i64,
     pub created_at: i64,
+    pub actas_min_method: String,
 }
 
 pub async fn insert_workspace(conn: &mut Conn, row: &WorkspaceRow) -> Result<(), StoreError> {
@@ -35,6 +36,19 @@ pub async fn get_workspace(conn: &mut Conn, id: &str) -> Result<Option<Workspace
 pub async fn set_plan(conn: &mut Conn, id: &str, plan: &str) -> Result<(), StoreError> {
     sqlx::query("UPDATE workspaces SET plan = $1 WHERE id = $2")
         .bind(plan)
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub async fn set_actas_min_method(
+    conn: &mut Conn,
+    id: &str,
+    method: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE workspaces SET actas_min_method = $1 WHERE id = $2")
+        .bind(method)
         .bind(id)
         .execute(conn)
         .await?;

@@ -136,9 +136,10 @@ pub fn base(
             kind: audit::actors::USER.into(),
             id: act_as.sub.clone(),
             email: act_as.email.clone(),
-            display: match (act_as.verified, act_as.method.as_str()) {
-                (true, "none") | (false, _) => "asserted by the agent, not verified".into(),
-                (true, method) => format!("verified by {method}"),
+            display: if act_as.verified {
+                format!("verified by {}", act_as.method)
+            } else {
+                "asserted by the agent, not verified".into()
             },
         }),
         resource: audit::ResourceRef {

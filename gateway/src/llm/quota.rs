@@ -60,7 +60,9 @@ pub async fn reserve<'g>(
     let scope = CallScope {
         agent_id: &rc.agent.id,
         gateway_id: &rc.gateway.id,
-        user: (act_as.present && act_as.verified).then_some(act_as.sub.as_str()),
+        // Every admitted identity: an asserted (`none`) one only reaches here when the
+        // workspace admits `none`.
+        user: act_as.present.then_some(act_as.sub.as_str()),
         pool_id: match target {
             Target::Pool(p) => Some(p.id.as_str()),
             Target::Model(_) => None,

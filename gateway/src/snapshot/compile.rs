@@ -11,7 +11,7 @@ use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::rules::BundleScope;
 use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::policy::{self, Kind};
-use portcullis_shared::snapshot::Snapshot;
+use portcullis_shared::snapshot::{SnapActAsProvider, Snapshot};
 
 use super::*;
 
@@ -213,7 +213,20 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
     let mut keys = HashMap::new();
     let mut agent_ids = HashMap::new();
     let mut agents = Vec::new();
+    let providers: HashMap<&str, &SnapActAsProvider> = snap
+        .actas_providers
+        .iter()
+        .map(|p| (p.provider_id.as_str(), p))
+        .collect();
     for a in &snap.agents {
+        let act_as = super::actas::resolve(a, &providers, runtime).unwrap_or_else(|e| {
+            errors.push(e);
+            super::actas::AgentActAs {
+                hmac_secret: None,
+                oidc: None,
+                bound_keys: HashMap::new(),
+            }
+        });
         let mut list = workspace.clone();
         list.extend(by_agent.remove(a.agent_id.as_str()).unwrap_or_default());
         let policies = match policy::policy_set(list) {
@@ -241,10 +254,10 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
             policies,
             actas_method: a.actas_method,
             actas_required: a.actas_required,
-            actas_hmac_secret: a
-                .actas_hmac_secret
-                .as_ref()
-                .and_then(|s| s.0.get("secret").cloned()),
+            actas_hmac_secret: act_as.hmac_secret,
+            actas_oidc: act_as.oidc,
+            oidc_memory: Default::default(),
+            bound_keys: act_as.bound_keys,
             memo: std::sync::OnceLock::new(),
             tool_memo: std::sync::RwLock::default(),
         });
@@ -295,6 +308,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         agents,
         entities,
         slots,
+        actas_min: snap.actas_min_method,
     })
 }
 

@@ -25,6 +25,7 @@ pub fn apply(gateway: &Gateway, snapshot: &Snapshot) -> bool {
                     );
                 }
             }
+            warm_issuers(gateway, &compiled);
             gateway.snapshot.store(Some(Arc::new(compiled)));
             tracing::info!(revision, "Snapshot applied.");
             true
@@ -33,6 +34,24 @@ pub fn apply(gateway: &Gateway, snapshot: &Snapshot) -> bool {
             tracing::error!(revision = snapshot.revision, errors = ?errors, "Snapshot refused; keeping the current one.");
             false
         }
+    }
+}
+
+/// Fetches the keys of act-as issuers the snapshot names and this process has none of yet,
+/// in the background, so the first call does not wait for them.
+fn warm_issuers(gateway: &Gateway, compiled: &super::Compiled) {
+    for agent in &compiled.agents {
+        let Some(oidc) = &agent.actas_oidc else {
+            continue;
+        };
+        if oidc.keys.loaded() {
+            continue;
+        }
+        let keys = oidc.keys.clone();
+        let http = gateway.http();
+        gateway.background.spawn(async move {
+            keys.refresh(&http, crate::actas::oidc::REFETCH_FLOOR).await;
+        });
     }
 }
 

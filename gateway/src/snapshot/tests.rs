@@ -24,6 +24,8 @@ fn snapshot(policies: &str) -> Snapshot {
         deployment_id: "d".into(),
         public_url: "http://gw".into(),
         generated_at: String::new(),
+        actas_min_method: Default::default(),
+        actas_providers: Vec::new(),
         gateways: vec![SnapGateway {
             gateway_id: "g1".into(),
             name: "default".into(),
@@ -72,6 +74,7 @@ fn snapshot(policies: &str) -> Snapshot {
             actas_required: false,
             actas_provider_id: None,
             actas_oidc_url: None,
+            bound_keys: Vec::new(),
             actas_hmac_secret: None,
         }],
         bundles: vec![SnapBundle {

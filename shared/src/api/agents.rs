@@ -277,6 +277,20 @@ pub struct AgentKey {
     pub created_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotated_at: Option<String>,
+    /// The end user every call with this key acts for (agents with act-as method `bound`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_subject: Option<BoundSubject>,
+}
+
+/// The end user a key is bound to: set by an administrator, never by the caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundSubject {
+    pub sub: String,
+    #[serde(default)]
+    pub email: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -291,6 +305,9 @@ pub struct CreateAgentKeyRequest {
     pub name: String,
     #[serde(default)]
     pub gateway_id: Option<String>,
+    /// Binds the key to one end user (for agents whose act-as method is `bound`).
+    #[serde(default)]
+    pub bound_subject: Option<BoundSubject>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -142,6 +142,10 @@ pub struct Workspace {
     pub workspace_id: String,
     pub name: String,
     pub plan: String,
+    /// The weakest act-as identity admitted: `none` (asserted by the agent, the default),
+    /// `hmac` or `oidc`.
+    #[serde(default)]
+    pub actas_min_method: super::actas::ActAsStrength,
     pub revision: u64,
     pub created_at: String,
 }
@@ -170,13 +174,16 @@ pub struct ListWorkspacesResponse {
     pub workspaces: Vec<Workspace>,
 }
 
-/// `UpdateWorkspace`: the workspace's plan (`free` or `pro`; cost quotas need `pro`).
+/// `UpdateWorkspace`: the workspace's plan (`free` or `pro`; cost quotas need `pro`) and the
+/// weakest act-as identity it admits.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateWorkspaceRequest {
     pub workspace_id: String,
     #[serde(default)]
     pub plan: Option<String>,
+    #[serde(default)]
+    pub actas_min_method: Option<super::actas::ActAsStrength>,
 }
 
 impl WorkspaceScoped for UpdateWorkspaceRequest {

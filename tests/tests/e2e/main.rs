@@ -7,6 +7,7 @@
     clippy::print_stdout
 )]
 
+mod actas;
 mod agents;
 mod anthropic;
 mod api;

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{invalid, not_found, ApiResult};
 use crate::store::credentials::{self, Owner};
-use crate::store::{agents::AgentRow, gateways, Conn};
+use crate::store::{actas_providers, agents::AgentRow, gateways, Conn};
 use crate::validate;
 
 const MAX_LIST: usize = 256;
@@ -253,18 +253,16 @@ impl Patch {
             row.actas_required = i64::from(required);
         }
         if let Some(p) = &self.provider_id {
-            row.actas_provider_id = optional_text("actas_provider_id", p, 128)?;
+            row.actas_provider_id = match optional_text("actas_provider_id", p, 128)? {
+                Some(given) => Some(provider_id(conn, &row.workspace_id, &given).await?),
+                None => None,
+            };
         }
         if let Some(url) = &self.oidc_url {
             row.actas_oidc_url = if url.is_empty() {
                 None
             } else {
-                let parsed = validate::http_url("actas_oidc_url", url)?;
-                let loopback =
-                    matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
-                if parsed.scheme() != "https" && !loopback {
-                    return Err(invalid("actas_oidc_url must use https"));
-                }
+                validate::https_url("actas_oidc_url", url)?;
                 Some(url.clone())
             };
         }
@@ -296,8 +294,40 @@ impl Patch {
             None => secret_stored,
         };
         check_act_as(row, has_secret)?;
+        check_provider_method(conn, row).await?;
         Ok(applied)
     }
+}
+
+/// The id of the verification provider named by id or name.
+async fn provider_id(conn: &mut Conn, workspace_id: &str, given: &str) -> ApiResult<String> {
+    let found = match actas_providers::get(conn, workspace_id, given).await? {
+        Some(p) => Some(p),
+        None => actas_providers::by_name(conn, workspace_id, given).await?,
+    };
+    found
+        .map(|p| p.id)
+        .ok_or_else(|| not_found("act-as verification provider", given))
+}
+
+/// An agent's provider verifies the way the agent's method says.
+async fn check_provider_method(conn: &mut Conn, row: &AgentRow) -> ApiResult<()> {
+    let (Some(id), Some(method)) = (&row.actas_provider_id, &row.actas_method) else {
+        return Ok(());
+    };
+    if method != "oidc" && method != "hmac" {
+        return Ok(());
+    }
+    let provider = actas_providers::get(conn, &row.workspace_id, id)
+        .await?
+        .ok_or_else(|| not_found("act-as verification provider", id))?;
+    if provider.method != *method {
+        return Err(invalid(format!(
+            "actas_provider_id names the {} provider '{}', but actas_method is {method}",
+            provider.method, provider.name
+        )));
+    }
+    Ok(())
 }
 
 /// The act-as and interactive-access rules, on the agent as it will be stored.

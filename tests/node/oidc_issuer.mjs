@@ -1,0 +1,358 @@
+// A real OpenID provider for the end-to-end tests: `oidc-provider` on a loopback port, with
+// issuer `http://127.0.0.1:<port>`, one confidential client (`portcullis-agent`,
+// client_secret_post, authorization code + PKCE) and signing keys generated at startup (RS256
+// `k1`, plus ES256 `e1` and EdDSA `d1`, all published in the JWKS). Prints
+// `listening addr=127.0.0.1:<port>` on stderr once it answers.
+//
+// Test routes, answered before the provider sees the request (all JSON):
+//   GET  /_test/id_token?sub=&email=&groups=a,b  {"id_token"}: runs the code + PKCE flow
+//        against itself over HTTP (devInteractions login and consent) and returns the ID token
+//        the provider issued.
+//   GET  /_test/forge?kind=&sub=&email=&groups=&aud=  {"token"}: a token built with jose; kinds
+//        valid, expired, wrong_aud, other_key, alg_none, other_issuer, not_yet, hs256, es256,
+//        eddsa.
+//   POST /_test/rotate  {"kid"}: a new RS256 key (k2, k3, …) replaces the current one, in the
+//        JWKS, in issued tokens and in forged ones; the provider is rebuilt with it.
+//   GET  /_test/stats  {"jwks_hits", "discovery_hits"}: requests to the JWKS and discovery
+//        document so far.
+//
+// Packages come from `$PORTCULLIS_NPM_DIR/node_modules` (default
+// `~/.cache/portcullis-npm/node_modules`), where `scripts/test` installs tests/node/package.json.
+// Exits on SIGTERM/SIGINT, when a piped or terminal stdin closes, and when its parent dies.
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+
+const npmDir = process.env.PORTCULLIS_NPM_DIR || path.join(os.homedir(), '.cache/portcullis-npm');
+const require = createRequire(path.join(path.resolve(npmDir), 'package.json'));
+// Both packages are ESM-only: resolve their entry points from the npm dir, then import them.
+const load = (name) => import(pathToFileURL(require.resolve(name)).href);
+const jose = await load('jose');
+const { default: Provider } = await load('oidc-provider');
+
+const CLIENT_ID = 'portcullis-agent';
+const CLIENT_SECRET = 'portcullis-agent-secret';
+const DISCOVERY_PATH = '/.well-known/openid-configuration';
+const JWKS_PATH = '/jwks';
+
+// --- keys -------------------------------------------------------------------------------
+
+async function generate(alg, kid) {
+  const { privateKey } = await jose.generateKeyPair(alg, { extractable: true });
+  const jwk = await jose.exportJWK(privateKey);
+  return { kid, alg, privateKey, jwk: { ...jwk, kid, alg, use: 'sig' } };
+}
+
+let rsaSerial = 1;
+let current = await generate('RS256', `k${rsaSerial}`);
+const es256 = await generate('ES256', 'e1');
+const eddsa = await generate('EdDSA', 'd1');
+
+// --- the provider -----------------------------------------------------------------------
+
+// What /_test/id_token asked for, by login, read by findAccount.
+const requested = new Map();
+let issuer;
+let redirectUri;
+let handler;
+let jwksHits = 0;
+let discoveryHits = 0;
+
+function buildProvider() {
+  const provider = new Provider(issuer, {
+    clients: [
+      {
+        client_id: CLIENT_ID,
+        client_secret: CLIENT_SECRET,
+        redirect_uris: [redirectUri],
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'client_secret_post',
+        id_token_signed_response_alg: 'RS256',
+      },
+    ],
+    jwks: { keys: [current.jwk, es256.jwk, eddsa.jwk] },
+    claims: { openid: ['sub'], email: ['email'], groups: ['groups'] },
+    scopes: ['openid', 'email', 'groups'],
+    // Claims of the granted scopes go in the ID token, not only in userinfo.
+    conformIdTokenClaims: false,
+    pkce: { required: () => true },
+    // Set so the provider does not print a notice for each default it falls back on.
+    ttl: {
+      AccessToken: 3600, Grant: 3600, IdToken: 3600, Interaction: 600, Session: 3600,
+    },
+    features: { devInteractions: { enabled: true } },
+    async findAccount(ctx, sub) {
+      const wanted = requested.get(sub) ?? {};
+      return {
+        accountId: sub,
+        async claims() {
+          return {
+            sub,
+            email: wanted.email ?? `${sub}@example.com`,
+            groups: wanted.groups ?? [],
+          };
+        },
+      };
+    },
+  });
+  provider.on('server_error', (ctx, err) => console.error('oidc-provider server_error:', err));
+  return provider.callback();
+}
+
+// --- the code + PKCE flow, over HTTP against this server --------------------------------
+
+const b64url = (bytes) => Buffer.from(bytes).toString('base64url');
+
+async function runCodeFlow(sub) {
+  const jar = new Map();
+  const cookieHeader = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
+  const remember = (response) => {
+    for (const line of response.headers.getSetCookie()) {
+      const [pair, ...attributes] = line.split(';').map((s) => s.trim());
+      const eq = pair.indexOf('=');
+      const name = pair.slice(0, eq);
+      const value = pair.slice(eq + 1);
+      const expired = attributes.some((a) => {
+        const [k, v] = a.split('=');
+        return (k.toLowerCase() === 'max-age' && Number(v) <= 0)
+          || (k.toLowerCase() === 'expires' && Date.parse(v) <= Date.now());
+      });
+      if (expired || value === '') jar.delete(name);
+      else jar.set(name, value);
+    }
+  };
+  const request = async (url, init = {}) => {
+    const response = await fetch(new URL(url, issuer), {
+      ...init,
+      redirect: 'manual',
+      headers: { ...init.headers, cookie: cookieHeader() },
+    });
+    remember(response);
+    return response;
+  };
+
+  const verifier = b64url(randomBytes(32));
+  const challenge = b64url(createHash('sha256').update(verifier).digest());
+  const state = b64url(randomBytes(16));
+  const nonce = b64url(randomBytes(16));
+  const auth = new URL('/auth', issuer);
+  auth.search = new URLSearchParams({
+    client_id: CLIENT_ID,
+    response_type: 'code',
+    scope: 'openid email groups',
+    redirect_uri: redirectUri,
+    state,
+    nonce,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+  }).toString();
+
+  let response = await request(auth);
+  let code;
+  for (let step = 0; step < 20 && code === undefined; step++) {
+    if (response.status >= 300 && response.status < 400) {
+      const location = new URL(response.headers.get('location'), issuer);
+      if (location.href.startsWith(redirectUri)) {
+        const error = location.searchParams.get('error');
+        if (error) {
+          throw new Error(`authorization failed: ${error}: ${location.searchParams.get('error_description')}`);
+        }
+        if (location.searchParams.get('state') !== state) throw new Error('state mismatch');
+        code = location.searchParams.get('code');
+        break;
+      }
+      response = await request(location);
+      continue;
+    }
+    const html = await response.text();
+    if (response.status !== 200) {
+      throw new Error(`unexpected ${response.status} from the flow: ${html.slice(0, 500)}`);
+    }
+    const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
+    const prompt = /name="prompt" value="([^"]+)"/.exec(html)?.[1];
+    if (!action || !prompt) throw new Error(`no interaction form in: ${html.slice(0, 500)}`);
+    const form = new URLSearchParams({ prompt });
+    if (prompt === 'login') {
+      form.set('login', sub);
+      form.set('password', 'any');
+    }
+    response = await request(action.replaceAll('&amp;', '&'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: form.toString(),
+    });
+  }
+  if (!code) throw new Error('the flow did not reach the redirect_uri');
+
+  const token = await fetch(new URL('/token', issuer), {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: redirectUri,
+      code_verifier: verifier,
+      client_id: CLIENT_ID,
+      client_secret: CLIENT_SECRET,
+    }).toString(),
+  });
+  const body = await token.json();
+  if (!token.ok || !body.id_token) throw new Error(`token endpoint: ${token.status} ${JSON.stringify(body)}`);
+  return body.id_token;
+}
+
+// --- forged tokens ----------------------------------------------------------------------
+
+class BadRequest extends Error {}
+
+async function forge(params) {
+  const kind = params.get('kind') || 'valid';
+  const sub = params.get('sub') || 'alice';
+  const now = Math.floor(Date.now() / 1000);
+  const claims = {
+    email: params.get('email') || `${sub}@example.com`,
+    groups: splitGroups(params.get('groups')),
+  };
+  let iss = issuer;
+  let aud = params.get('aud') || CLIENT_ID;
+  let iat = now;
+  let nbf = now;
+  let exp = now + 300;
+  let alg = 'RS256';
+  let { kid } = current;
+  let key = current.privateKey;
+
+  switch (kind) {
+    case 'valid':
+      break;
+    case 'expired':
+      iat = now - 7200;
+      nbf = iat;
+      exp = now - 3600;
+      break;
+    case 'wrong_aud':
+      aud = 'someone-else';
+      break;
+    case 'other_key':
+      key = (await jose.generateKeyPair('RS256')).privateKey;
+      break;
+    case 'alg_none': {
+      const header = { alg: 'none', typ: 'JWT', kid };
+      const payload = { ...claims, sub, iss, aud, iat, nbf, exp };
+      return `${b64url(JSON.stringify(header))}.${b64url(JSON.stringify(payload))}.`;
+    }
+    case 'other_issuer':
+      iss = 'http://127.0.0.1:1/other';
+      break;
+    case 'not_yet':
+      nbf = now + 3600;
+      break;
+    case 'hs256':
+      alg = 'HS256';
+      key = new TextEncoder().encode('secret');
+      break;
+    case 'es256':
+      ({ alg, kid, privateKey: key } = es256);
+      break;
+    case 'eddsa':
+      ({ alg, kid, privateKey: key } = eddsa);
+      break;
+    default:
+      throw new BadRequest(`unknown forge kind ${kind}`);
+  }
+
+  return new jose.SignJWT(claims)
+    .setProtectedHeader({ alg, typ: 'JWT', kid })
+    .setSubject(sub)
+    .setIssuer(iss)
+    .setAudience(aud)
+    .setIssuedAt(iat)
+    .setNotBefore(nbf)
+    .setExpirationTime(exp)
+    .sign(key);
+}
+
+function splitGroups(value) {
+  return value ? value.split(',').map((g) => g.trim()).filter(Boolean) : [];
+}
+
+// --- the HTTP server --------------------------------------------------------------------
+
+function json(res, status, body) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(text);
+}
+
+async function testRoute(req, res, url) {
+  const route = `${req.method} ${url.pathname}`;
+  switch (route) {
+    case 'GET /_test/id_token': {
+      const sub = url.searchParams.get('sub') || 'alice';
+      requested.set(sub, {
+        email: url.searchParams.get('email') || `${sub}@example.com`,
+        groups: splitGroups(url.searchParams.get('groups')),
+      });
+      return json(res, 200, { id_token: await runCodeFlow(sub) });
+    }
+    case 'GET /_test/forge':
+      return json(res, 200, { token: await forge(url.searchParams) });
+    case 'POST /_test/rotate':
+      rsaSerial += 1;
+      current = await generate('RS256', `k${rsaSerial}`);
+      handler = buildProvider();
+      return json(res, 200, { kid: current.kid });
+    case 'GET /_test/stats':
+      return json(res, 200, { jwks_hits: jwksHits, discovery_hits: discoveryHits });
+    default:
+      return json(res, 404, { error: `no test route ${route}` });
+  }
+}
+
+const server = http.createServer((req, res) => {
+  const url = new URL(req.url, 'http://127.0.0.1');
+  if (url.pathname.startsWith('/_test/')) {
+    testRoute(req, res, url).catch((err) => {
+      console.error(`${req.method} ${url.pathname} failed:`, err);
+      if (!res.headersSent) {
+        json(res, err instanceof BadRequest ? 400 : 500, { error: String(err?.stack ?? err) });
+      }
+      else res.end();
+    });
+    return;
+  }
+  if (url.pathname === JWKS_PATH) jwksHits += 1;
+  if (url.pathname === DISCOVERY_PATH) discoveryHits += 1;
+  handler(req, res);
+});
+
+server.listen(0, '127.0.0.1', () => {
+  const { port } = server.address();
+  issuer = `http://127.0.0.1:${port}`;
+  redirectUri = `${issuer}/cb`;
+  handler = buildProvider();
+  console.error(`listening addr=127.0.0.1:${port}`);
+});
+
+// --- shutdown ---------------------------------------------------------------------------
+
+for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
+  process.on(signal, () => process.exit(0));
+}
+// A null stdin (/dev/null, as the Rust harness spawns it) ends at once: only watch a pipe,
+// socket or terminal.
+const stdin = fs.fstatSync(0);
+if (stdin.isFIFO() || stdin.isSocket() || process.stdin.isTTY) {
+  process.stdin.on('end', () => process.exit(0));
+  process.stdin.on('close', () => process.exit(0));
+  process.stdin.resume();
+}
+const parent = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parent) process.exit(0);
+}, 1000);
