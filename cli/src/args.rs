@@ -1,6 +1,7 @@
 //! The command tree: global options and one subcommand per resource group. Each group's flags
 //! live in a submodule; `up` takes its own arguments from `crate::up`.
 
+mod actas;
 mod admin;
 mod agents;
 mod audit;
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use actas::{ActAsProviderCmd, WorkspaceCmd};
 pub use admin::{DeploymentCmd, PlatformKeyCmd, RulesCmd};
 pub use agents::{AgentCmd, AgentFields, KeyCmd};
 pub use audit::{AuditCmd, StreamFilters};
@@ -82,6 +84,9 @@ pub enum Command {
     /// Agent API keys.
     #[command(subcommand)]
     Key(KeyCmd),
+    /// Act-as verification providers: trusted OpenID issuers and shared HMAC secrets.
+    #[command(subcommand, name = "actas-provider")]
+    ActAsProvider(ActAsProviderCmd),
     /// Cedar rule bundles.
     #[command(subcommand)]
     Rules(RulesCmd),
@@ -101,6 +106,9 @@ pub enum Command {
     Identity,
     /// The workspaces the key can see.
     Workspaces,
+    /// The workspace's settings.
+    #[command(subcommand)]
+    Workspace(WorkspaceCmd),
 }
 
 #[cfg(test)]

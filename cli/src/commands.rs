@@ -1,6 +1,7 @@
 //! One module per resource group; each turns its flags into typed requests and prints the
 //! reply.
 
+mod actas;
 mod admin;
 mod agents;
 mod audit;
@@ -33,6 +34,8 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
         Command::Quota(c) => quotas::run(ctx, c).await,
         Command::Identity => admin::identity(ctx).await,
         Command::Workspaces => admin::workspaces(ctx).await,
+        Command::Workspace(c) => actas::workspace(ctx, c).await,
+        Command::ActAsProvider(c) => actas::run(ctx, c).await,
         Command::Up(_) => anyhow::bail!("`up` runs without a control-plane connection"),
     }
 }

@@ -137,6 +137,16 @@ pub fn actas_method_text(s: &str) -> Result<String, String> {
     actas_method(s).map(|m| m.as_str().to_string())
 }
 
+pub fn provider_method(s: &str) -> Result<portcullis_shared::api::actas::ProviderMethod, String> {
+    portcullis_shared::api::actas::ProviderMethod::parse(s)
+        .ok_or_else(|| "one of oidc, hmac".to_string())
+}
+
+pub fn actas_strength(s: &str) -> Result<portcullis_shared::api::actas::ActAsStrength, String> {
+    portcullis_shared::api::actas::ActAsStrength::parse(s)
+        .ok_or_else(|| "one of none, hmac, oidc".to_string())
+}
+
 pub fn quota_subject(s: &str) -> Result<portcullis_shared::api::quotas::QuotaSubject, String> {
     portcullis_shared::api::quotas::QuotaSubject::parse(s)
         .ok_or_else(|| "one of workspace, agent, act-as, pool, model, gateway".to_string())

@@ -25,6 +25,10 @@ pub enum ClientError {
         #[source]
         source: reqwest::Error,
     },
+    /// An argument cannot be used as given (an act-as identity without `sub`, a malformed
+    /// token).
+    #[error("invalid argument: {0}")]
+    Invalid(String),
     /// A wait ran out (e.g. no audit event matched in time).
     #[error("timed out: {0}")]
     Timeout(String),

@@ -1,7 +1,9 @@
 //! The Portcullis Rust SDK. [`AdminClient`] calls the control-plane API with a platform key;
-//! [`audit`] reads, tails and waits for audit events; the agent side (gateway calls,
-//! tools-list cache) joins it as those features land.
+//! [`audit`] reads, tails and waits for audit events; [`act_as`] builds the header an agent
+//! sends to act for a person; [`exchange_agent_key`] trades an agent key for a short-lived
+//! token.
 
+pub mod act_as;
 pub mod admin;
 pub mod audit;
 pub mod error;

@@ -167,11 +167,15 @@ pub async fn workspaces(ctx: &Ctx) -> anyhow::Result<()> {
                     w.name.clone(),
                     w.workspace_id.clone(),
                     w.plan.clone(),
+                    w.actas_min_method.as_str().to_string(),
                     w.revision.to_string(),
                 ]
             })
             .collect();
-        output::table(&["name", "id", "plan", "revision"], rows);
+        output::table(
+            &["name", "id", "plan", "actas_min_method", "revision"],
+            rows,
+        );
     });
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! restart, and the key set not fetched per call. Then the workspace's floor on act-as
 //! strength, and keys bound to an end user.
 
+use portcullis_client::act_as;
 use portcullis_tests::controlplane::{AGENTS, MGMT};
 use portcullis_tests::oidc::OidcIssuer;
 use serde_json::{json, Value};
@@ -59,7 +60,7 @@ async fn an_agent_passes_its_users_id_token_and_the_gateway_verifies_it() {
     )
     .await;
 
-    let alice = idp.id_token("alice", "alice@corp.com", &["eng"]).await;
+    let alice = act_as::oidc(&idp.id_token("alice", "alice@corp.com", &["eng"]).await).unwrap();
     let r = chat_as(&w, &w.key, Some(&alice)).await;
     assert_eq!(r.status, 200, "a token the provider issued: {}", r.text);
     let bob = idp.id_token("bob", "bob@corp.com", &["ops"]).await;
@@ -147,10 +148,8 @@ async fn an_agent_passes_its_users_id_token_and_the_gateway_verifies_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_workspace_floor_refuses_weaker_identities() {
     let w = world().await;
-    let plain = |sub: &str| {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD.encode(json!({"sub": sub}).to_string())
-    };
+    // The SDK's helpers build every header here.
+    let plain = |sub: &str| act_as::none(&act_as::Identity::new(sub)).unwrap();
     update_bot(
         &w,
         json!({"actas_method": "none", "actas_allowed_subjects": ["u1"]}),
@@ -186,10 +185,10 @@ async fn the_workspace_floor_refuses_weaker_identities() {
         json!({"actas_method": "hmac", "actas_provider_id": "signer"}),
     )
     .await;
-    let signed = portcullis_tests::act_as::hmac_header("u1", secret);
+    let signed = act_as::hmac(&act_as::Identity::new("u1"), secret).unwrap();
     let r = chat_as(&w, &w.key, Some(&signed)).await;
     assert_eq!(r.status, 200, "hmac with the provider's secret: {}", r.text);
-    let wrong = portcullis_tests::act_as::hmac_header("u1", "another-secret-0000");
+    let wrong = act_as::hmac(&act_as::Identity::new("u1"), "another-secret-0000").unwrap();
     let r = chat_as(&w, &w.key, Some(&wrong)).await;
     assert_eq!((r.status, code(&r)), (403, "actas_signature"), "{}", r.text);
 }

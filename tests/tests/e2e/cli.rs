@@ -521,3 +521,94 @@ async fn tool_commands() {
     let (code, _, err) = run(vec!["tool", "remove", "docs"]).await;
     assert_eq!(code, 0, "{err}");
 }
+
+/// Act-as from the command line: verification providers (the HMAC secret from the
+/// environment, never printed), the workspace's floor, and a key bound to a person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_as_commands() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("PORTCULLIS_URL", cp.url.as_str()),
+        ("PORTCULLIS_KEY", cp.key.as_str()),
+    ];
+    let secret = "cli-shared-secret-0123456789";
+    let with_secret = [env[0], env[1], ("PORTCULLIS_ACTAS_HMAC_SECRET", secret)];
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &[
+            "actas-provider",
+            "create",
+            "corp-idp",
+            "--issuer",
+            "https://idp.example",
+            "--audience",
+            "gw",
+            "--groups-claim",
+            "roles",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("roles") && out.contains("oidc"), "{out}");
+    let (code, out, err) = cli(
+        dir.path(),
+        &with_secret,
+        &["actas-provider", "create", "signer", "--method", "hmac"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains(secret), "the secret was printed: {out}");
+    let (code, out, _) = cli(dir.path(), &env, &["actas-provider", "list"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("corp-idp") && out.contains("signer"), "{out}");
+    let (code, _, err) = cli(
+        dir.path(),
+        &env,
+        &["actas-provider", "create", "x", "--method", "saml"],
+    )
+    .await;
+    assert_eq!(code, 2, "clap refuses an unknown method: {err}");
+
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &["workspace", "update", "--actas-min-method", "oidc"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, out, _) = cli(dir.path(), &env, &["workspaces"]).await;
+    assert!(out.contains("oidc"), "{out}");
+
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &["agent", "register", "bot", "--actas-method", "bound"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &[
+            "--json",
+            "key",
+            "create",
+            "bot",
+            "carol",
+            "--bound-sub",
+            "carol",
+            "--bound-email",
+            "carol@corp.com",
+            "--bound-group",
+            "eng",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let key: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(key["key"]["bound_subject"]["groups"][0], "eng", "{key}");
+    let (code, _, err) = cli(dir.path(), &env, &["actas-provider", "delete", "signer"]).await;
+    assert_eq!(code, 0, "{err}");
+}
