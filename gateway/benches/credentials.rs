@@ -1,7 +1,8 @@
 //! The credential step's own cost, apart from any network: signing a Bedrock Converse request
 //! with SigV4 (`aws-sigv4` over the exact body sent), and taking a cached Google token or AWS
 //! credentials from the expiring cache that every call to a cloud model goes through; and
-//! authenticating a caller by agent key or by exchanged token.
+//! authenticating a caller by agent key or by exchanged token; verifying an act-as OIDC token
+//! on first sight and once remembered.
 //! `cargo bench -p portcullis-gateway --bench credentials`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a benchmark: a failure should stop it loudly
@@ -149,5 +150,113 @@ fn authenticate(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, sigv4, cached_token, agent_token, authenticate);
+/// An act-as OIDC token signed by a fresh key pair (`EdDSA` or `ES256`), and its verifier.
+fn oidc_token(alg: jsonwebtoken::Algorithm) -> (String, jsonwebtoken::DecodingKey) {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use ring::signature::{self, KeyPair};
+    let rng = ring::rand::SystemRandom::new();
+    let (encoding, decoding) = if alg == jsonwebtoken::Algorithm::EdDSA {
+        let pkcs8 = signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+        let pair = signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+        let x = URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
+        (
+            jsonwebtoken::EncodingKey::from_ed_der(pkcs8.as_ref()),
+            jsonwebtoken::DecodingKey::from_ed_components(&x).unwrap(),
+        )
+    } else {
+        let fixed = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let pkcs8 = signature::EcdsaKeyPair::generate_pkcs8(fixed, &rng).unwrap();
+        let pair = signature::EcdsaKeyPair::from_pkcs8(fixed, pkcs8.as_ref(), &rng).unwrap();
+        let point = pair.public_key().as_ref();
+        let (x, y) = (
+            URL_SAFE_NO_PAD.encode(&point[1..33]),
+            URL_SAFE_NO_PAD.encode(&point[33..]),
+        );
+        (
+            jsonwebtoken::EncodingKey::from_ec_der(pkcs8.as_ref()),
+            jsonwebtoken::DecodingKey::from_ec_components(&x, &y).unwrap(),
+        )
+    };
+    let mut header = jsonwebtoken::Header::new(alg);
+    header.kid = Some("k1".into());
+    let now = chrono::Utc::now().timestamp();
+    let claims = serde_json::json!({"iss": "https://idp.example", "aud": "gw-users",
+        "sub": "u1", "email": "u1@corp.com", "groups": ["eng"], "iat": now, "exp": now + 600});
+    (
+        jsonwebtoken::encode(&header, &claims, &encoding).unwrap(),
+        decoding,
+    )
+}
+
+/// Act-as `oidc`: the first sight of a token (header, signature, claims, identity), by
+/// algorithm, and every later call with it (`recall`: the memory of verified tokens).
+fn actas_oidc(c: &mut Criterion) {
+    use portcullis_gateway::actas::oidc;
+    use portcullis_gateway::snapshot;
+    let snap: portcullis_shared::snapshot::Snapshot = serde_json::from_value(serde_json::json!({
+        "workspace_id": "w", "revision": 1, "deployment_id": "d", "public_url": "http://gw",
+        "generated_at": "", "models": [], "pools": [], "bundles": [],
+        "gateways": [{"gateway_id": "g", "name": "default", "state": "active", "is_default": true,
+            "all_agents": true, "agent_ids": [], "model_ids": [], "pool_ids": []}],
+        "agents": [{"agent_id": "a", "name": "bot", "status": "active", "parent_id": null,
+            "key_hashes": [], "token_ttl_secs": 600, "actas_method": "oidc",
+            "actas_required": false, "actas_provider_id": "p", "actas_oidc_url": null,
+            "actas_hmac_secret": null}],
+        "actas_providers": [{"provider_id": "p", "name": "idp", "method": "oidc",
+            "issuer": "https://idp.example", "audience": "gw-users", "email_claim": "email",
+            "groups_claim": "groups"}]
+    }))
+    .unwrap();
+    let compiled = snapshot::compile(&snap, &snapshot::Runtime::default()).unwrap();
+    let agent = &compiled.agents[0];
+    let cfg = agent.actas_oidc.as_deref().unwrap();
+    let audiences = ["gw-users".to_string()];
+    for (name, alg) in [
+        ("EdDSA", jsonwebtoken::Algorithm::EdDSA),
+        ("ES256", jsonwebtoken::Algorithm::ES256),
+    ] {
+        let (token, key) = oidc_token(alg);
+        c.bench_function(&format!("act-as oidc: {name} token, first sight"), |b| {
+            b.iter(|| {
+                let (alg, _) = oidc::header(&token).unwrap();
+                oidc::validate(&token, alg, &key, "https://idp.example", &audiences, cfg).unwrap()
+            })
+        });
+    }
+    let (token, key) = oidc_token(jsonwebtoken::Algorithm::EdDSA);
+    let verified = oidc::validate(
+        &token,
+        jsonwebtoken::Algorithm::EdDSA,
+        &key,
+        "https://idp.example",
+        &audiences,
+        cfg,
+    )
+    .unwrap();
+    agent
+        .oidc_memory
+        .write()
+        .unwrap()
+        .insert(token.clone().into(), verified);
+    let now = chrono::Utc::now().timestamp();
+    c.bench_function("act-as oidc: remembered token", |b| {
+        b.iter(|| {
+            oidc::recall(agent, &token, "g", now)
+                .unwrap()
+                .unwrap()
+                .sub
+                .len()
+        })
+    });
+}
+
+criterion_group!(
+    benches,
+    sigv4,
+    cached_token,
+    agent_token,
+    authenticate,
+    actas_oidc
+);
 criterion_main!(benches);

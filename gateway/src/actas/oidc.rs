@@ -52,7 +52,6 @@ pub struct OidcConfig {
 }
 
 /// A token already verified for an agent: its identity and what is checked on every call.
-#[derive(Clone)]
 pub struct Remembered {
     act_as: ActAs,
     exp: i64,
@@ -252,7 +251,7 @@ fn accepted_alg(alg: &str) -> Option<Algorithm> {
 
 /// The token's `alg` and `kid`, refusing `none`, shared-secret and unknown algorithms before
 /// anything else is read.
-pub(crate) fn header(token: &str) -> Result<(Algorithm, String), GatewayError> {
+pub fn header(token: &str) -> Result<(Algorithm, String), GatewayError> {
     let malformed = || refused("actas_malformed", "the header is not a JWT");
     let mut parts = token.split('.');
     let (Some(head), Some(_), Some(_), None) =
@@ -335,7 +334,7 @@ async fn check(
 }
 
 /// Checks a token's signature with `key` and its claims, and reads the identity.
-pub(crate) fn validate(
+pub fn validate(
     token: &str,
     alg: Algorithm,
     key: &DecodingKey,
@@ -372,6 +371,44 @@ pub(crate) fn validate(
     })
 }
 
+/// Whether a remembered token still holds: unexpired, and for this agent or gateway.
+fn still_valid(
+    cfg: &OidcConfig,
+    agent: &AgentEntry,
+    gateway_id: &str,
+    remembered: &Remembered,
+    now: i64,
+) -> Result<ActAs, GatewayError> {
+    if now > remembered.exp.saturating_add(LEEWAY_SECS as i64) {
+        return Err(refused("actas_expired", "the token has expired"));
+    }
+    let for_us = remembered.aud.iter().any(|a| match &cfg.audience {
+        Audience::Fixed(wanted) => a == wanted,
+        Audience::AgentOrGateway => *a == agent.id || a == gateway_id,
+    });
+    if !for_us {
+        return Err(refused(
+            "actas_audience",
+            "the token is for another audience",
+        ));
+    }
+    Ok(remembered.act_as.clone())
+}
+
+/// The identity of a token already verified for this agent at this snapshot, checked again
+/// for expiry and audience; `None` when it has not been verified yet.
+pub fn recall(
+    agent: &AgentEntry,
+    token: &str,
+    gateway_id: &str,
+    now: i64,
+) -> Option<Result<ActAs, GatewayError>> {
+    let cfg = agent.actas_oidc.as_deref()?;
+    let memory = agent.oidc_memory.read().unwrap_or_else(|e| e.into_inner());
+    let remembered = memory.get(token)?;
+    Some(still_valid(cfg, agent, gateway_id, remembered, now))
+}
+
 /// The identity an agent's act-as token proves on this gateway.
 pub async fn verify(
     gw: &Gateway,
@@ -380,37 +417,19 @@ pub async fn verify(
     token: &str,
     now: i64,
 ) -> Result<ActAs, GatewayError> {
+    if let Some(known) = recall(agent, token, gateway_id, now) {
+        return known;
+    }
     let cfg = agent
         .actas_oidc
         .as_deref()
         .ok_or_else(|| refused("actas_unconfigured", "no OIDC issuer is configured"))?;
-    let known = agent
-        .oidc_memory
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(token)
-        .cloned();
-    let remembered = match known {
-        Some(r) => r,
-        None => {
-            let r = check(gw, cfg, agent, gateway_id, token).await?;
-            let mut memory = agent.oidc_memory.write().unwrap_or_else(|e| e.into_inner());
-            if memory.len() >= REMEMBERED_CAP {
-                memory.clear();
-            }
-            memory.insert(token.into(), r.clone());
-            r
-        }
-    };
-    if now > remembered.exp.saturating_add(LEEWAY_SECS as i64) {
-        return Err(refused("actas_expired", "the token has expired"));
+    let remembered = check(gw, cfg, agent, gateway_id, token).await?;
+    let identity = still_valid(cfg, agent, gateway_id, &remembered, now);
+    let mut memory = agent.oidc_memory.write().unwrap_or_else(|e| e.into_inner());
+    if memory.len() >= REMEMBERED_CAP {
+        memory.clear();
     }
-    let wanted = audiences(cfg, agent, gateway_id);
-    if !remembered.aud.iter().any(|a| wanted.contains(a)) {
-        return Err(refused(
-            "actas_audience",
-            "the token is for another audience",
-        ));
-    }
-    Ok(remembered.act_as)
+    memory.insert(token.into(), remembered);
+    identity
 }

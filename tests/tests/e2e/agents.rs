@@ -261,6 +261,22 @@ async fn validation_of_references_and_act_as(cp: &ControlPlane) {
     let list = cp.ok(AGENTS, "ListAgents", cp.body(json!({}))).await;
     assert_eq!(list["total"], 0, "refused registrations store nothing");
     register(cp, json!({"name": "ok", "actas_method": "oidc", "actas_oidc_url": "https://idp.example.com/.well-known/openid-configuration"})).await;
+    // A provider must exist, and verify the way the agent's method says.
+    cp.call(
+        AGENTS,
+        "RegisterAgent",
+        cp.body(json!({"name": "ok2", "actas_method": "hmac", "actas_provider_id": "corp-idp"})),
+    )
+    .await
+    .expect_error("not_found", 404)
+    .mentions("corp-idp");
+    cp.ok(
+        AGENTS,
+        "CreateActAsProvider",
+        cp.body(json!({"name": "corp-idp", "method": "hmac",
+            "hmac_secret": "0123456789abcdef-corp"})),
+    )
+    .await;
     register(
         cp,
         json!({"name": "ok2", "actas_method": "hmac", "actas_provider_id": "corp-idp"}),
