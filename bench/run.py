@@ -12,11 +12,16 @@ against the upstream directly and through the gateway:
 and the gateway's peak RSS. It also measures, alternately within the run so the VM's drift
 cancels: audit on versus off, quota enforcement, a call translated from OpenAI's shape to an
 Anthropic-, Gemini- and Bedrock-shaped upstream (SigV4 signing included) against the same call
-passed through, an agent calling with a token from ExchangeAgentKey against its key, and — with
+passed through, an agent calling with a token from ExchangeAgentKey against its key, an agent
+acting for a person (a signed hmac identity and an allow list) against one acting for no one,
+and — with
 PORTCULLIS_BENCH_BASELINE=DIR holding an earlier build's `portcullis-gateway` — that build
 against this one. Prints a Markdown table and writes bench/results/latest.json.
 Run it through bench/run.sh, which builds what it needs.
 """
+import base64
+import hashlib
+import hmac
 import json
 import os
 import signal
@@ -237,6 +242,7 @@ def main():
     results["quota_saturation_non_2xx"] = sum(results[n]["requests"] - results[n]["ok"] for n in ("quota_saturation", "quota_redis_saturation"))
     translation(results, base, key, ws, gid, fake_addr, gw, gw_url, agent_key)
     exchanged(results, base, gw, gw_url, agent_key)
+    acting(results, base, key, ws, gid, gw, gw_url, agent_key)
     if BASELINE:
         baseline(results, base, token, tmp, gw, gw_url, agent_key, gid)
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
@@ -245,9 +251,10 @@ def main():
     print(table(results))
 
 
-def saturation_cpu(results, name, url, key, pid, body=BODY):
+def saturation_cpu(results, name, url, key, pid, body=BODY, headers=()):
     before = cpu_seconds(pid)
-    results[f"{name}_saturation"] = run = oha(url, key, ["-c", str(CONCURRENCY)], body)
+    extra = ["-c", str(CONCURRENCY)] + [arg for h in headers for arg in ("-H", h)]
+    results[f"{name}_saturation"] = run = oha(url, key, extra, body)
     results[f"{name}_cpu_us_per_request"] = (cpu_seconds(pid) - before) / max(run["requests"], 1) * 1e6
 
 
@@ -311,6 +318,30 @@ def exchanged(results, base, gw, gw_url, agent_key):
     results["token_non_2xx"] = sum(x["requests"] - x["ok"] for x in tokened + [results["token_saturation"]])
 
 
+ACT_AS_SECRET = "bench-act-as-secret-0123456789"
+
+
+def hmac_header(sub):
+    """An `hmac` act-as header for `sub`, signed now (docs/api.md)."""
+    claims = {"sub": sub, "email": f"{sub}@example.com", "groups": ["eng"], "ts": int(time.time())}
+    canonical = lambda c: json.dumps(c, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    sig = base64.b64encode(hmac.new(ACT_AS_SECRET.encode(), canonical(claims), hashlib.sha256).digest())
+    return base64.b64encode(canonical({**claims, "sig": sig.decode()})).decode()
+
+
+def acting(results, base, key, ws, gid, gw, gw_url, agent_key):
+    """An agent acting for a person (an `hmac` identity checked on every call, and an allow
+    list that admits the person) against the same agent calling for no one."""
+    call(base, key, "RegisterAgent", {"workspace_id": ws, "name": "bench-actas", "allowed_gateway_ids": [gid],
+                                      "allowed_direct_model_names": ["bench"], "actas_method": "hmac",
+                                      "actas_hmac_secret": ACT_AS_SECRET, "actas_allowed_groups": ["eng"]})
+    actas_key = call(base, key, "CreateAgentKey", {"workspace_id": ws, "agent_id": "bench-actas", "name": "k"})["token"]
+    time.sleep(2)
+    saturation_cpu(results, "no_actas", gw_url, agent_key, gw.pid)
+    saturation_cpu(results, "actas", gw_url, actas_key, gw.pid, headers=[f"x-svc-act-as: {hmac_header('u1')}"])
+    results["actas_non_2xx"] = results["actas_saturation"]["requests"] - results["actas_saturation"]["ok"]
+
+
 def baseline(results, base, token, tmp, gw, gw_url, agent_key, gid):
     """An earlier build of the gateway (PORTCULLIS_BENCH_BASELINE/portcullis-gateway), for the
     same deployment, alternated with this one: fixed rate three times each, then saturation."""
@@ -356,6 +387,10 @@ def extra_rows(r, df):
         rows += [
             f"| exchanged token vs agent key: {r['rate']} requests/s, added p50 ms (median of 3 alternating runs) | | {r['key_fixed_rate_p50_ms'] - df['p50_ms']:.3f} → {r['token_fixed_rate_p50_ms'] - df['p50_ms']:.3f} | {(r['token_fixed_rate_p50_ms'] - r['key_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
             f"| exchanged token vs agent key: saturation requests/s, gateway CPU per request, token non-2xx | | {r['key_saturation']['rps']:.0f}, {r['key_cpu_us_per_request']:.0f} µs / {r['token_saturation']['rps']:.0f}, {r['token_cpu_us_per_request']:.0f} µs, {r['token_non_2xx']} | {r['token_cpu_us_per_request'] - r['key_cpu_us_per_request']:+.0f} µs |",
+        ]
+    if "actas_saturation" in r:
+        rows += [
+            f"| act-as (hmac identity, allow list) vs none: saturation requests/s, gateway CPU per request, act-as non-2xx | | {r['no_actas_saturation']['rps']:.0f}, {r['no_actas_cpu_us_per_request']:.0f} µs / {r['actas_saturation']['rps']:.0f}, {r['actas_cpu_us_per_request']:.0f} µs, {r['actas_non_2xx']} | {r['actas_cpu_us_per_request'] - r['no_actas_cpu_us_per_request']:+.0f} µs |",
         ]
     if "baseline_saturation" in r:
         rows += [

@@ -63,6 +63,35 @@ async fn an_agent_passes_its_users_id_token_and_the_gateway_verifies_it() {
     let alice = act_as::oidc(&idp.id_token("alice", "alice@corp.com", &["eng"]).await).unwrap();
     let r = chat_as(&w, &w.key, Some(&alice)).await;
     assert_eq!(r.status, 200, "a token the provider issued: {}", r.text);
+    // The verified person is the audit record's on_behalf_of.
+    let activity = crate::audit::activity();
+    let r = http(
+        reqwest::Client::new()
+            .post(format!(
+                "{}/v1/chat/completions",
+                w.gw.gateway_url(&w.gateway_id)
+            ))
+            .bearer_auth(&w.key)
+            .header("x-svc-act-as", &alice)
+            .header("x-svc-activity-id", &activity)
+            .json(&json!({"model": "gpt", "messages": [{"role": "user", "content": "hi"}]})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let event = crate::audit::wait(
+        &w.cp,
+        &crate::audit::by_activity(&w.cp, &activity, &["model.call"]),
+    )
+    .await;
+    let person = event.on_behalf_of.expect("the person is recorded");
+    assert_eq!(
+        (
+            person.id.as_str(),
+            person.email.as_str(),
+            person.display.as_str()
+        ),
+        ("alice", "alice@corp.com", "verified by oidc")
+    );
     let bob = idp.id_token("bob", "bob@corp.com", &["ops"]).await;
     let r = chat_as(&w, &w.key, Some(&bob)).await;
     assert_eq!((r.status, code(&r)), (403, "policy_denied"), "{}", r.text);
