@@ -54,7 +54,7 @@ async fn view(conn: &mut Conn, row: ProviderRow) -> ApiResult<ActAsProvider> {
 }
 
 /// The provider named by id or name.
-async fn load(conn: &mut Conn, ws: &str, given: &str) -> ApiResult<ProviderRow> {
+pub async fn load(conn: &mut Conn, ws: &str, given: &str) -> ApiResult<ProviderRow> {
     if given.is_empty() {
         return Err(invalid("provider_id is required"));
     }

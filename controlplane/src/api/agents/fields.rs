@@ -254,7 +254,11 @@ impl Patch {
         }
         if let Some(p) = &self.provider_id {
             row.actas_provider_id = match optional_text("actas_provider_id", p, 128)? {
-                Some(given) => Some(provider_id(conn, &row.workspace_id, &given).await?),
+                Some(given) => Some(
+                    crate::api::actas::load(conn, &row.workspace_id, &given)
+                        .await?
+                        .id,
+                ),
                 None => None,
             };
         }
@@ -297,17 +301,6 @@ impl Patch {
         check_provider_method(conn, row).await?;
         Ok(applied)
     }
-}
-
-/// The id of the verification provider named by id or name.
-async fn provider_id(conn: &mut Conn, workspace_id: &str, given: &str) -> ApiResult<String> {
-    let found = match actas_providers::get(conn, workspace_id, given).await? {
-        Some(p) => Some(p),
-        None => actas_providers::by_name(conn, workspace_id, given).await?,
-    };
-    found
-        .map(|p| p.id)
-        .ok_or_else(|| not_found("act-as verification provider", given))
 }
 
 /// An agent's provider verifies the way the agent's method says.
