@@ -144,6 +144,11 @@ impl GatewayError {
             | GatewayError::Unsupported(_)
             | GatewayError::TooLarge(_) => 400,
             GatewayError::Unauthenticated(_) => 401,
+            // The issuer's keys could not be fetched: not the caller's fault, worth a retry.
+            GatewayError::ActAsRefused {
+                code: "actas_issuer_unavailable",
+                ..
+            } => 503,
             GatewayError::Forbidden(_)
             | GatewayError::Denied(_)
             | GatewayError::ActAsRefused { .. }
@@ -182,6 +187,10 @@ impl GatewayError {
             GatewayError::Unauthenticated(_) => ("authentication_error", "invalid_api_key"),
             GatewayError::Forbidden(_) => ("permission_error", "forbidden"),
             GatewayError::Denied(_) => ("permission_error", "policy_denied"),
+            GatewayError::ActAsRefused {
+                code: "actas_issuer_unavailable",
+                ..
+            } => ("server_error", "actas_issuer_unavailable"),
             GatewayError::ActAsRefused { code, .. } => ("permission_error", code),
             GatewayError::NotFound(_) => ("invalid_request_error", "not_found"),
             GatewayError::ModelNotFound(_) => ("invalid_request_error", "model_not_found"),

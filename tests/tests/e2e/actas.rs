@@ -220,6 +220,33 @@ async fn the_workspace_floor_refuses_weaker_identities() {
     let wrong = act_as::hmac(&act_as::Identity::new("u1"), "another-secret-0000").unwrap();
     let r = chat_as(&w, &w.key, Some(&wrong)).await;
     assert_eq!((r.status, code(&r)), (403, "actas_signature"), "{}", r.text);
+
+    // An issuer that cannot be reached: the call fails closed, and says to retry.
+    w.cp.ok(
+        AGENTS,
+        "CreateActAsProvider",
+        w.cp.body(json!({"name": "down", "issuer": "http://127.0.0.1:1", "audience": "x"})),
+    )
+    .await;
+    update_bot(
+        &w,
+        json!({"actas_method": "oidc", "actas_provider_id": "down"}),
+    )
+    .await;
+    use base64::Engine;
+    let b64 = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let token = format!(
+        "{}.{}.c2ln",
+        b64(json!({"alg": "RS256", "kid": "k1"})),
+        b64(json!({"sub": "u1"}))
+    );
+    let r = chat_as(&w, &w.key, Some(&token)).await;
+    assert_eq!(
+        (r.status, code(&r)),
+        (503, "actas_issuer_unavailable"),
+        "{}",
+        r.text
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
