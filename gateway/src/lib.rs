@@ -15,6 +15,7 @@ pub mod body;
 pub mod cloud;
 pub mod config;
 pub mod error;
+pub mod guard;
 pub mod llm;
 pub mod mcp;
 pub mod metrics;

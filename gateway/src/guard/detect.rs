@@ -1,0 +1,423 @@
+//! What guards look for, compiled once per scope into one multi-pattern automaton
+//! (`regex-automata`'s meta engine: linear time, no backtracking). Every guard in scope adds
+//! its patterns — a `regex` guard its own, `keywords` escaped literals, `pii` and `secrets`
+//! the shipped detectors below — each tagged with its guard, label and an optional check the
+//! candidate must also pass (Luhn for card numbers, the IBAN checksum, SSN ranges, entropy).
+//! Block guards' patterns come first, so where a block and a redact guard find the same text,
+//! the block wins.
+
+use regex_automata::meta::Regex;
+use regex_automata::{Anchored, Input};
+
+/// What a guard does with a match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Block,
+    Redact,
+}
+
+/// The personal data a `pii` guard finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pii {
+    Email,
+    Phone,
+    CardNumber,
+    Iban,
+    UsSsn,
+}
+
+impl Pii {
+    pub const ALL: [Pii; 5] = [
+        Pii::Email,
+        Pii::Phone,
+        Pii::CardNumber,
+        Pii::Iban,
+        Pii::UsSsn,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pii::Email => "email",
+            Pii::Phone => "phone",
+            Pii::CardNumber => "card_number",
+            Pii::Iban => "iban",
+            Pii::UsSsn => "us_ssn",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+/// What one guard looks for.
+#[derive(Debug, Clone)]
+pub enum Finds {
+    /// Regular expressions, each of bounded length.
+    Patterns(Vec<String>),
+    Keywords {
+        words: Vec<String>,
+        case_sensitive: bool,
+    },
+    /// The listed kinds of personal data (all when empty).
+    Pii(Vec<Pii>),
+    /// Well-known credential formats and high-entropy tokens.
+    Secrets,
+}
+
+/// A guard as the detector needs it.
+#[derive(Debug, Clone)]
+pub struct GuardSpec {
+    pub id: String,
+    pub name: String,
+    pub action: Action,
+    pub finds: Finds,
+}
+
+/// A further test a candidate must pass to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    None,
+    Luhn,
+    Iban,
+    Ssn,
+    Entropy,
+}
+
+struct Tag {
+    guard: usize,
+    label: &'static str,
+    check: Check,
+}
+
+/// One match: which guard, what it found (`email`, `secret`, `keyword`, …) and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub guard: usize,
+    pub label: &'static str,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Every guard of a scope, compiled.
+pub struct Detector {
+    regex: Regex,
+    tags: Vec<Tag>,
+    pub guards: Vec<GuardSpec>,
+    /// The longest text any pattern can match, in bytes: a stream keeps this much back so a
+    /// match across chunks is still seen whole.
+    pub longest: usize,
+}
+
+/// Why guards could not be compiled (refused when the guard is created).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CompileError(pub String);
+
+/// The longest match a guard pattern may have: what a stream holds back beyond its window.
+pub const MAX_PATTERN_BYTES: usize = 8192;
+
+const EMAIL: &str =
+    r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}\b";
+const PHONE: &str = r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{3}\)|\b\d{3})[ .-]?\d{3}[ .-]?\d{4}\b";
+const CARD: &str = r"\b\d(?:[ -]?\d){12,18}\b";
+const IBAN: &str = r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b";
+const SSN: &str = r"\b\d{3}-\d{2}-\d{4}\b";
+
+/// Credential formats published by their issuers, then anything that looks random enough.
+/// Each is at most a few hundred bytes long, so a stream holds back little: the body of a
+/// private key block and the parts of a JWT are caught line by line as high-entropy text.
+const SECRETS: &[&str] = &[
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b",
+    r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b",
+    r"\bxox[abpors]-[A-Za-z0-9-]{10,250}",
+    r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,200}",
+    r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,128}\b",
+    r"\bAIza[0-9A-Za-z_-]{35}",
+    r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,2}PRIVATE KEY-----",
+];
+/// A candidate for the entropy check: a long run of base64 or hex characters.
+const HIGH_ENTROPY: &str = r"\b[A-Za-z0-9+/_=-]{24,256}";
+
+impl Detector {
+    /// Compiles the guards of one scope; `None` when there are none.
+    pub fn compile(guards: Vec<GuardSpec>) -> Result<Option<Self>, CompileError> {
+        if guards.is_empty() {
+            return Ok(None);
+        }
+        let mut order: Vec<usize> = (0..guards.len()).collect();
+        order.sort_by_key(|&i| guards[i].action != Action::Block);
+        let mut patterns = Vec::new();
+        let mut tags = Vec::new();
+        for i in order {
+            for (pattern, label, check) in patterns_of(&guards[i].finds)? {
+                patterns.push(pattern);
+                tags.push(Tag {
+                    guard: i,
+                    label,
+                    check,
+                });
+            }
+        }
+        let mut longest = 0;
+        for p in &patterns {
+            longest = longest.max(max_len(p)?);
+        }
+        let regex = Regex::builder()
+            .configure(Regex::config().utf8_empty(true))
+            .build_many(&patterns)
+            .map_err(|e| CompileError(format!("the guards' patterns do not compile: {e}")))?;
+        Ok(Some(Self {
+            regex,
+            tags,
+            guards,
+            longest,
+        }))
+    }
+
+    /// Every match in `text`, left to right, not overlapping. A candidate that fails its
+    /// check (a 16-digit number that is not a card number) does not hide a later one that
+    /// starts inside it.
+    pub fn find(&self, text: &str) -> Vec<Found> {
+        self.find_from(text, 0)
+    }
+
+    /// The matches that start at or after `from`; the text before it is context only.
+    pub fn find_from(&self, text: &str, from: usize) -> Vec<Found> {
+        let mut found = Vec::new();
+        let mut at = from;
+        while at < text.len() {
+            let input = Input::new(text).range(at..).anchored(Anchored::No);
+            let Some(m) = self.regex.search(&input) else {
+                break;
+            };
+            let tag = &self.tags[m.pattern().as_usize()];
+            let span = &text[m.start()..m.end()];
+            if m.is_empty() {
+                at = next_char(text, m.end());
+                continue;
+            }
+            if passes(tag.check, span) {
+                found.push(Found {
+                    guard: tag.guard,
+                    label: tag.label,
+                    start: m.start(),
+                    end: m.end(),
+                });
+                at = m.end();
+            } else {
+                at = next_char(text, m.start());
+            }
+        }
+        found
+    }
+
+    pub fn action(&self, f: &Found) -> Action {
+        self.guards[f.guard].action
+    }
+}
+
+fn next_char(text: &str, at: usize) -> usize {
+    text[at..]
+        .chars()
+        .next()
+        .map_or(text.len(), |c| at + c.len_utf8())
+}
+
+/// `text` with each redacting match replaced by `[REDACTED:<label>]`.
+pub fn redact(text: &str, found: &[Found]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for f in found {
+        out.push_str(&text[at..f.start]);
+        out.push_str("[REDACTED:");
+        out.push_str(f.label);
+        out.push(']');
+        at = f.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+fn patterns_of(finds: &Finds) -> Result<Vec<(String, &'static str, Check)>, CompileError> {
+    Ok(match finds {
+        Finds::Patterns(list) => list
+            .iter()
+            .map(|p| (p.clone(), "regex", Check::None))
+            .collect(),
+        Finds::Keywords {
+            words,
+            case_sensitive,
+        } => words
+            .iter()
+            .map(|w| (keyword(w, *case_sensitive), "keyword", Check::None))
+            .collect(),
+        Finds::Pii(kinds) => {
+            let kinds = if kinds.is_empty() {
+                Pii::ALL.to_vec()
+            } else {
+                kinds.clone()
+            };
+            kinds
+                .into_iter()
+                .map(|k| {
+                    let (pattern, check) = match k {
+                        Pii::Email => (EMAIL, Check::None),
+                        Pii::Phone => (PHONE, Check::None),
+                        Pii::CardNumber => (CARD, Check::Luhn),
+                        Pii::Iban => (IBAN, Check::Iban),
+                        Pii::UsSsn => (SSN, Check::Ssn),
+                    };
+                    (pattern.to_string(), k.as_str(), check)
+                })
+                .collect()
+        }
+        Finds::Secrets => SECRETS
+            .iter()
+            .map(|p| (p.to_string(), "secret", Check::None))
+            .chain(std::iter::once((
+                HIGH_ENTROPY.to_string(),
+                "secret",
+                Check::Entropy,
+            )))
+            .collect(),
+    })
+}
+
+/// A keyword as a pattern: the literal, on word boundaries where it starts or ends with a
+/// word character.
+fn keyword(word: &str, case_sensitive: bool) -> String {
+    let word_char = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let mut p = String::new();
+    if !case_sensitive {
+        p.push_str("(?i)");
+    }
+    if word_char(word.chars().next()) {
+        p.push_str(r"\b");
+    }
+    p.push_str(&regex_syntax::escape(word));
+    if word_char(word.chars().last()) {
+        p.push_str(r"\b");
+    }
+    p
+}
+
+/// The longest text `pattern` can match; refused when unbounded or too long, since a stream
+/// could not hold back enough to see it whole.
+pub fn max_len(pattern: &str) -> Result<usize, CompileError> {
+    let hir = regex_syntax::parse(pattern)
+        .map_err(|e| CompileError(format!("pattern {pattern:?} does not compile: {e}")))?;
+    match hir.properties().maximum_len() {
+        Some(n) if n <= MAX_PATTERN_BYTES => Ok(n),
+        Some(n) => Err(CompileError(format!(
+            "pattern {pattern:?} can match {n} bytes; the most is {MAX_PATTERN_BYTES}"
+        ))),
+        None => Err(CompileError(format!(
+            "pattern {pattern:?} can match text of any length; bound it (e.g. {{1,64}} instead \
+             of + or *) so a stream can hold back enough to see a whole match"
+        ))),
+    }
+}
+
+fn passes(check: Check, span: &str) -> bool {
+    match check {
+        Check::None => true,
+        Check::Luhn => luhn(span),
+        Check::Iban => iban(span),
+        Check::Ssn => ssn(span),
+        Check::Entropy => high_entropy(span),
+    }
+}
+
+/// The Luhn checksum of the digits (13 to 19 of them).
+fn luhn(span: &str) -> bool {
+    let digits: Vec<u32> = span.chars().filter_map(|c| c.to_digit(10)).collect();
+    if !(13..=19).contains(&digits.len()) {
+        return false;
+    }
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| {
+            if i % 2 == 1 {
+                let d = d * 2;
+                if d > 9 {
+                    d - 9
+                } else {
+                    d
+                }
+            } else {
+                d
+            }
+        })
+        .sum();
+    sum.is_multiple_of(10)
+}
+
+/// ISO 13616: the country and check digits moved to the end, letters as numbers, mod 97 = 1.
+fn iban(span: &str) -> bool {
+    let compact: String = span.chars().filter(|c| !c.is_whitespace()).collect();
+    if !(15..=34).contains(&compact.len()) {
+        return false;
+    }
+    let (head, tail) = compact.split_at(4);
+    let mut rem: u32 = 0;
+    for c in tail.chars().chain(head.chars()) {
+        let v = match c.to_digit(36) {
+            Some(v) => v,
+            None => return false,
+        };
+        let step = if v >= 10 { 100 } else { 10 };
+        rem = (rem * step + v) % 97;
+    }
+    rem == 1
+}
+
+/// A US SSN as the SSA assigns them: no area 000, 666 or 900–999, no group 00, no serial 0000.
+fn ssn(span: &str) -> bool {
+    let parts: Vec<&str> = span.split('-').collect();
+    let [area, group, serial] = parts.as_slice() else {
+        return false;
+    };
+    let n = |s: &str| s.parse::<u32>().unwrap_or(0);
+    let area = n(area);
+    area != 0 && area != 666 && area < 900 && n(group) != 0 && n(serial) != 0
+}
+
+/// Random-looking: letters and digits mixed, not a UUID, and at least 3.5 bits of entropy per
+/// character (English words and padded ids stay well below).
+fn high_entropy(span: &str) -> bool {
+    let bytes = span.as_bytes();
+    let has_digit = bytes.iter().any(u8::is_ascii_digit);
+    let has_alpha = bytes.iter().any(u8::is_ascii_alphabetic);
+    if !has_digit || !has_alpha || looks_like_uuid(span) {
+        return false;
+    }
+    let mut counts = [0u32; 256];
+    for &b in bytes {
+        counts[usize::from(b)] += 1;
+    }
+    let len = bytes.len() as f64;
+    let entropy: f64 = counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
+            let p = f64::from(c) / len;
+            -p * p.log2()
+        })
+        .sum();
+    entropy >= 3.5
+}
+
+fn looks_like_uuid(span: &str) -> bool {
+    span.len() == 36 && uuid_shape(span)
+}
+
+fn uuid_shape(span: &str) -> bool {
+    span.char_indices().all(|(i, c)| match i {
+        8 | 13 | 18 | 23 => c == '-',
+        _ => c.is_ascii_hexdigit(),
+    })
+}
