@@ -338,19 +338,32 @@ pub async fn invoke(app: &Arc<App>, path: &str, headers: &HeaderMap, input: Inpu
             )
         }
     };
-    if let Some(Principal::Platform(p)) = principal.as_deref() {
+    // Changes by platform keys, and agents' own operations (exchanging their key), are
+    // audited; gateways' sync traffic is not.
+    let caller = match principal.as_deref() {
+        Some(Principal::Platform(p)) => Some((
+            p.workspace_id.as_str(),
+            crate::audit::Caller::PlatformKey {
+                id: &p.key_id,
+                name: &p.key_name,
+            },
+        )),
+        Some(Principal::Agent(a)) => Some((
+            a.workspace_id.as_str(),
+            crate::audit::Caller::Agent {
+                agent_id: &a.agent_id,
+                key_id: &a.key_id,
+            },
+        )),
+        _ => None,
+    };
+    if let Some((workspace_id, caller)) = caller {
         let method = path.rsplit('/').next().unwrap_or_default();
         let reads = ["Get", "List", "Query"]
             .iter()
             .any(|r| method.starts_with(r));
         if known && !reads {
-            let event = crate::audit::mgmt_event(
-                &p.workspace_id,
-                (&p.key_id, &p.key_name),
-                &path,
-                code,
-                &request_id,
-            );
+            let event = crate::audit::mgmt_event(workspace_id, caller, &path, code, &request_id);
             if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {
                 tracing::error!(request_id, error = %e, "Could not record the operation's audit event.");
             }

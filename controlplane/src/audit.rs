@@ -185,9 +185,16 @@ pub fn spawn_retention(store: Store, days: u32) {
 }
 
 /// The event a management operation leaves behind.
+/// Who called a management operation: a platform key (id, name), or an agent with one of
+/// its keys (agent id, key id).
+pub enum Caller<'a> {
+    PlatformKey { id: &'a str, name: &'a str },
+    Agent { agent_id: &'a str, key_id: &'a str },
+}
+
 pub fn mgmt_event(
     workspace_id: &str,
-    key: (&str, &str),
+    caller: Caller<'_>,
     path: &str,
     code: &str,
     request_id: &str,
@@ -206,13 +213,25 @@ pub fn mgmt_event(
         scope: audit::Scope {
             kind: "workspace".into(),
             workspace_id: workspace_id.to_string(),
+            agent_id: match caller {
+                Caller::Agent { agent_id, .. } => agent_id.to_string(),
+                Caller::PlatformKey { .. } => String::new(),
+            },
             ..Default::default()
         },
-        actor: audit::Actor {
-            kind: audit::actors::PLATFORM_KEY.into(),
-            id: key.0.to_string(),
-            display: key.1.to_string(),
-            ..Default::default()
+        actor: match caller {
+            Caller::PlatformKey { id, name } => audit::Actor {
+                kind: audit::actors::PLATFORM_KEY.into(),
+                id: id.to_string(),
+                display: name.to_string(),
+                ..Default::default()
+            },
+            Caller::Agent { agent_id, key_id } => audit::Actor {
+                kind: audit::actors::AGENT.into(),
+                id: agent_id.to_string(),
+                display: format!("agent key {key_id}"),
+                ..Default::default()
+            },
         },
         on_behalf_of: None,
         resource: audit::ResourceRef {

@@ -3,6 +3,8 @@
 //! `x-api-key`. A key's SHA-256 is looked up in the snapshot and compared in constant time; a
 //! token's EdDSA signature is checked against the workspace keys in the snapshot, with its
 //! audience (this gateway), expiry (30 s leeway) and the agent's status at this snapshot.
+//! For agents whose act-as method is `bound`, the caller also carries the person the key (or
+//! the key the token was exchanged for) is bound to.
 
 use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
 use portcullis_shared::keys::{self, KeyKind};
@@ -200,14 +202,7 @@ fn verify(snap: &Compiled, token: &str, gateway_id: &str) -> Result<Verified, Ga
         agent,
         aud: claims.aud.into(),
         exp: claims.exp,
-        bound: claims.act.map(|s| ActAs {
-            present: true,
-            verified: true,
-            method: "bound".into(),
-            sub: s.sub,
-            email: s.email,
-            groups: s.groups,
-        }),
+        bound: claims.act.map(ActAs::bound),
     })
 }
 

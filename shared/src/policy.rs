@@ -294,6 +294,20 @@ pub struct ActAs {
     pub groups: Vec<String>,
 }
 
+impl ActAs {
+    /// The person a key is bound to (act-as `bound`): set on the server, so verified.
+    pub fn bound(subject: crate::api::agents::BoundSubject) -> Self {
+        Self {
+            present: true,
+            verified: true,
+            method: "bound".into(),
+            sub: subject.sub,
+            email: subject.email,
+            groups: subject.groups,
+        }
+    }
+}
+
 /// The request context of every authorization call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestContext {

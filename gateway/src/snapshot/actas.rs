@@ -12,6 +12,7 @@ use portcullis_shared::snapshot::{SnapActAsProvider, SnapAgent};
 use super::Runtime;
 use crate::actas::oidc::{Audience, OidcConfig};
 
+#[derive(Default)]
 pub struct AgentActAs {
     pub hmac_secret: Option<String>,
     pub oidc: Option<Arc<OidcConfig>>,
@@ -55,18 +56,7 @@ pub fn resolve(
     let bound_keys = a
         .bound_keys
         .iter()
-        .map(|k| {
-            let s = &k.subject;
-            let identity = ActAs {
-                present: true,
-                verified: true,
-                method: "bound".into(),
-                sub: s.sub.clone(),
-                email: s.email.clone(),
-                groups: s.groups.clone(),
-            };
-            (k.key_hash.clone(), identity)
-        })
+        .map(|k| (k.key_hash.clone(), ActAs::bound(k.subject.clone())))
         .collect();
     Ok(AgentActAs {
         hmac_secret,

@@ -221,11 +221,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
     for a in &snap.agents {
         let act_as = super::actas::resolve(a, &providers, runtime).unwrap_or_else(|e| {
             errors.push(e);
-            super::actas::AgentActAs {
-                hmac_secret: None,
-                oidc: None,
-                bound_keys: HashMap::new(),
-            }
+            Default::default()
         });
         let mut list = workspace.clone();
         list.extend(by_agent.remove(a.agent_id.as_str()).unwrap_or_default());

@@ -43,6 +43,23 @@ async fn an_exchanged_token_stands_in_for_the_key_on_one_gateway() {
         "token_ttl 10m"
     );
     assert!(t.endpoints.is_some());
+    // The exchange is audited, with the agent as its actor.
+    let filter = portcullis_shared::audit::QueryEventsRequest {
+        workspace_id: Some(w.cp.workspace_id.clone()),
+        event_types: vec!["mgmt.operation".into()],
+        operation: Some("ExchangeAgentKey".into()),
+        ..Default::default()
+    };
+    let event = crate::audit::wait(&w.cp, &filter).await;
+    assert_eq!(
+        (event.actor.kind.as_str(), event.result.as_str()),
+        ("ACTOR_KIND_AGENT", "RESULT_ALLOWED")
+    );
+    assert_eq!(event.scope.agent_id, event.actor.id);
+    assert!(
+        !serde_json::to_string(&event).unwrap().contains(&w.key),
+        "the key is not recorded"
+    );
     assert!(
         !t.access_token.contains(&w.key),
         "the key is not in the token"
