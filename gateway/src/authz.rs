@@ -7,8 +7,12 @@ use cedar_policy::{
 };
 use portcullis_shared::policy::{action_uid, Action};
 
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use portcullis_shared::policy::ActAs;
+
 use crate::error::Denial;
-use std::sync::OnceLock;
 
 use crate::request::LazyContext;
 
@@ -23,8 +27,15 @@ fn evaluate(
     authorizer.is_authorized(request, policies, &snap.entities)
 }
 
-/// Allows, or explains the denial. With a `slot` and no act-as identity, the decision is
-/// taken from (or stored in) the agent's memo for this snapshot.
+/// Decisions by act-as identity, each with one cell per slot.
+pub type IdentityMemo = std::sync::RwLock<HashMap<ActAs, Arc<[OnceLock<Decision>]>>>;
+
+/// At most this many identities are remembered per agent and snapshot (then it restarts).
+const IDENTITY_CAP: usize = 4096;
+
+/// Allows, or explains the denial. With a `slot`, the decision is taken from (or stored in)
+/// the agent's memo for this snapshot: by slot alone without an act-as identity, by identity
+/// and slot with one.
 pub fn check_memo(
     snap: &Compiled,
     agent: &AgentEntry,
@@ -37,6 +48,16 @@ pub fn check_memo(
     let Some(slot) = slot else {
         return check(snap, agent, gateway, action, resource, context);
     };
+    let act_as = &context.typed().act_as;
+    if act_as.present {
+        let cells = identity_cells(snap, agent, act_as);
+        return match cells.get(slot) {
+            Some(cell) => cell
+                .get_or_init(|| check(snap, agent, gateway, action, resource, context))
+                .clone(),
+            None => check(snap, agent, gateway, action, resource, context),
+        };
+    }
     let memo = agent
         .memo
         .get_or_init(|| (0..snap.slots).map(|_| OnceLock::new()).collect());
@@ -46,6 +67,32 @@ pub fn check_memo(
             .clone(),
         None => check(snap, agent, gateway, action, resource, context),
     }
+}
+
+/// The agent's decision cells for this person, created on first sight.
+fn identity_cells(
+    snap: &Compiled,
+    agent: &AgentEntry,
+    act_as: &ActAs,
+) -> Arc<[OnceLock<Decision>]> {
+    if let Some(cells) = agent
+        .identity_memo
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(act_as)
+    {
+        return cells.clone();
+    }
+    let mut memo = agent
+        .identity_memo
+        .write()
+        .unwrap_or_else(|e| e.into_inner());
+    if memo.len() >= IDENTITY_CAP {
+        memo.clear();
+    }
+    memo.entry(act_as.clone())
+        .or_insert_with(|| (0..snap.slots).map(|_| OnceLock::new()).collect())
+        .clone()
 }
 
 /// Allows, or explains the denial.

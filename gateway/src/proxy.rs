@@ -252,15 +252,17 @@ async fn dispatch(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let is_mcp = matches!(route, Route::Mcp { .. });
-    // Memoized decisions hold for requests without an act-as identity (the rest of the context
-    // is fixed per gateway and surface, and each surface has its own slots).
+    // A decision depends only on the agent, action, resource and context; the context is the
+    // act-as identity plus what is fixed per gateway and surface (each surface has its own
+    // slots), so decisions are memoized per slot, and per identity when there is one. Tool
+    // decisions are memoized only without an identity.
     let memoize = !act_as.present;
     let context = LazyContext::new(RequestContext {
         act_as,
         gateway_id: gateway.id.clone(),
         surface: origin.surface,
     });
-    let slot = memoize.then_some(if is_mcp {
+    let slot = Some(if is_mcp {
         gateway.mcp_slot
     } else {
         gateway.slot

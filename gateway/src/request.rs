@@ -14,7 +14,7 @@ pub struct RequestCtx<'a> {
     pub agent: &'a AgentEntry,
     pub gateway: &'a GatewayEntry,
     pub context: LazyContext,
-    /// Whether decisions may be memoized (no act-as identity on this request).
+    /// Whether tool decisions may be memoized (no act-as identity on this request).
     pub memoize: bool,
     /// Surface, route, client and correlation ids, for audit (the activity id is echoed back).
     pub origin: Origin,
@@ -23,9 +23,9 @@ pub struct RequestCtx<'a> {
 }
 
 impl<'a> RequestCtx<'a> {
-    /// The memo slot to use for a decision, when this request may use the memo.
+    /// The memo slot of a decision (memoized by identity when the request has one).
     pub fn slot(&self, slot: usize) -> Option<usize> {
-        self.memoize.then_some(slot)
+        Some(slot)
     }
 
     /// Headers every response of this request carries: the member that served and the

@@ -328,6 +328,9 @@ pub struct AgentEntry {
     pub memo: OnceLock<Box<[OnceLock<Decision>]>>,
     /// Tool decisions without an act-as identity: (gateway slot, action, `connection/tool`).
     pub tool_memo: std::sync::RwLock<HashMap<(usize, u8, String), Decision>>,
+    /// Decisions for requests with an act-as identity, by identity and slot: the same person
+    /// through the same agent gets the same answer for the whole snapshot.
+    pub identity_memo: crate::authz::IdentityMemo,
 }
 
 /// An authorization outcome.

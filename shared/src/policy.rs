@@ -284,7 +284,7 @@ pub fn tool_entities(
 }
 
 /// Who the agent acts for on this request, as Cedar sees it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ActAs {
     pub present: bool,
     pub verified: bool,

@@ -42,6 +42,7 @@ mod unit {
             bound_keys: Default::default(),
             memo: std::sync::OnceLock::new(),
             tool_memo: std::sync::RwLock::default(),
+            identity_memo: Default::default(),
         }
     }
 

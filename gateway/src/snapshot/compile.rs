@@ -256,6 +256,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
             bound_keys: act_as.bound_keys,
             memo: std::sync::OnceLock::new(),
             tool_memo: std::sync::RwLock::default(),
+            identity_memo: Default::default(),
         });
     }
 

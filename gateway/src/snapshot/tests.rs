@@ -123,6 +123,53 @@ fn a_good_snapshot_compiles_into_routing_and_credentials() {
     );
 }
 
+/// Decisions for people are memoized per person: one admitted, one refused, each answer
+/// the same on the second call and never the other's.
+#[test]
+fn decisions_are_memoized_per_person() {
+    use crate::authz::check_memo;
+    use crate::request::LazyContext;
+    use portcullis_shared::policy::{ActAs, Action, RequestContext};
+    let compiled = compile(
+        &snapshot(
+            "permit (principal, action, resource);\n\
+             forbid (principal, action, resource) unless { context.act_as.sub == \"u1\" };",
+        ),
+        &Runtime::default(),
+    )
+    .unwrap();
+    let agent = &compiled.agents[0];
+    let gateway = &compiled.gateways["g1"];
+    let (target, slot) = &gateway.targets["gpt"];
+    let decide = |sub: &str| {
+        let context = LazyContext::new(RequestContext {
+            act_as: ActAs {
+                present: true,
+                verified: true,
+                method: "hmac".into(),
+                sub: sub.into(),
+                ..ActAs::default()
+            },
+            gateway_id: "g1".into(),
+            surface: "llm",
+        });
+        check_memo(
+            &compiled,
+            agent,
+            gateway,
+            Action::LlmInvoke,
+            target.uid(),
+            &context,
+            Some(*slot),
+        )
+    };
+    for _ in 0..2 {
+        assert!(decide("u1").is_ok());
+        assert!(decide("u2").is_err());
+    }
+    assert_eq!(agent.identity_memo.read().unwrap().len(), 2);
+}
+
 #[test]
 fn a_bad_policy_refuses_the_whole_snapshot() {
     let errors = compile(
