@@ -64,6 +64,11 @@ fn bound_subject(
     if b.email.len() > 320 {
         return Err(invalid("bound_subject.email is longer than 320 characters"));
     }
+    if b.sub.chars().chain(b.email.chars()).any(char::is_control) {
+        return Err(invalid(
+            "bound_subject.sub and bound_subject.email must not contain control characters",
+        ));
+    }
     let subject = BoundSubject {
         sub: b.sub.clone(),
         email: b.email.clone(),
