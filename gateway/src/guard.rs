@@ -1,8 +1,8 @@
 //! Guards on what flows through the gateway: detectors compiled per scope
-//! ([`detect::Detector`]) and the hold-back window that guards streamed text
-//! ([`window::StreamGuard`]).
+//! ([`detect::Detector`], in `shared` so the control plane checks and tries guards with the
+//! same code) and the hold-back window that guards streamed text ([`window::StreamGuard`]).
 
-pub mod detect;
+pub use portcullis_shared::guard as detect;
 #[cfg(test)]
 mod tests;
 pub mod window;

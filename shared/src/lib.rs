@@ -6,6 +6,7 @@ pub mod audit;
 pub mod canonical;
 pub mod config;
 pub mod error;
+pub mod guard;
 pub mod keys;
 pub mod policy;
 pub mod prices;
