@@ -18,6 +18,8 @@ use crate::snapshot::{AgentEntry, Compiled};
 use crate::Gateway;
 
 pub const HEADER: &str = "x-svc-act-as";
+/// The longest act-as header read (an ID token with many groups fits).
+const MAX_HEADER: usize = 16 * 1024;
 
 /// An act-as refusal with the reason code the caller and the audit trail see.
 pub(crate) fn refused(code: &'static str, message: &str) -> GatewayError {
@@ -70,6 +72,12 @@ pub(crate) fn identify<'h>(
             ))
         }
         (None, _) => return Ok(Step::Done(ActAs::default())),
+        (Some(h), _) if h.len() > MAX_HEADER => {
+            return Err(refused(
+                "actas_malformed",
+                &format!("the header is longer than {MAX_HEADER} bytes"),
+            ))
+        }
         (Some(h), _) => std::str::from_utf8(h)
             .map_err(|_| refused("actas_malformed", "the header is not text"))?
             .trim(),

@@ -21,3 +21,7 @@ CREATE TABLE actas_providers (
 
 -- JSON `{sub, email, groups}`, or NULL for a key bound to no one.
 ALTER TABLE agent_keys ADD COLUMN bound_subject TEXT;
+
+-- Before providers existed, `actas_provider_id` was free text that named nothing; it now
+-- must name a provider of the workspace.
+UPDATE agents SET actas_provider_id = NULL WHERE actas_provider_id IS NOT NULL;

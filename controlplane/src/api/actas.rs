@@ -194,6 +194,20 @@ async fn update(ctx: Ctx, req: UpdateActAsProviderRequest) -> ApiResult<ActAsPro
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
     let mut row = load(tx.conn(), &ws, &req.provider_id).await?;
+    // Whom a provider trusts decides whom its agents' allow lists admit.
+    let trust_changes = req.issuer.is_some()
+        || req.audience.is_some()
+        || req.jwks_url.is_some()
+        || req.email_claim.is_some()
+        || req.groups_claim.is_some()
+        || req.hmac_secret.is_some();
+    if trust_changes
+        && !actas_providers::agents_using(tx.conn(), &ws, &row.id)
+            .await?
+            .is_empty()
+    {
+        ctx.require(Permission::RulesDeploy)?;
+    }
     if let Some(name) = &req.name {
         let name = validate::name("name", name)?;
         if name != row.name

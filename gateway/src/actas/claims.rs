@@ -42,6 +42,13 @@ fn signed_by(secret: &str, claims: &Map<String, Value>, sig: &[u8]) -> Result<bo
         || portcullis_shared::canonical::escape_non_ascii(&canonical).is_some_and(|e| matches(&e)))
 }
 
+/// Bounds on an identity's parts: a person is remembered per agent (decisions, tokens), so
+/// what one may claim is kept small.
+const MAX_SUB: usize = 256;
+const MAX_EMAIL: usize = 320;
+const MAX_GROUPS: usize = 256;
+const MAX_GROUP: usize = 256;
+
 /// The identity in a claims object, read with the given claim names.
 pub fn identity(
     map: &Map<String, Value>,
@@ -68,17 +75,35 @@ pub fn identity(
     if sub.is_empty() {
         return Err(refused("actas_malformed", "sub is required"));
     }
+    let email = map
+        .get(email_claim)
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if sub.len() > MAX_SUB
+        || email.len() > MAX_EMAIL
+        || groups.len() > MAX_GROUPS
+        || groups.iter().any(|g| g.len() > MAX_GROUP)
+    {
+        return Err(refused(
+            "actas_malformed",
+            &format!(
+                "the identity is too large (sub ≤ {MAX_SUB}, email ≤ {MAX_EMAIL} bytes, at most \
+                 {MAX_GROUPS} groups of ≤ {MAX_GROUP} bytes)"
+            ),
+        ));
+    }
     Ok(ActAs {
         present: true,
         // `none` is what the agent asserts; every other method proves it.
         verified: method != "none",
         method: method.to_string(),
         sub: sub.to_string(),
-        email: map
-            .get(email_claim)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
+        // An issuer that says the address is unverified does not vouch for it.
+        email: if map.get("email_verified") == Some(&Value::Bool(false)) {
+            String::new()
+        } else {
+            email.to_string()
+        },
         groups,
     })
 }

@@ -26,6 +26,9 @@ use crate::Gateway;
 pub const REFETCH_FLOOR: Duration = Duration::from_secs(5);
 /// A key set older than this is refetched before use (keys the issuer withdrew stop working).
 pub const MAX_AGE: Duration = Duration::from_secs(3600);
+/// While the issuer cannot be reached, its last key set serves this long, then calls are
+/// refused: a withdrawn key must not verify forever because the issuer is unreachable.
+pub const MAX_STALE: Duration = Duration::from_secs(24 * 3600);
 /// Clock difference tolerated on `exp` and `nbf`.
 const LEEWAY_SECS: u64 = 30;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -83,6 +86,8 @@ pub struct KeySource {
     current: ArcSwapOption<KeySet>,
     /// When the last fetch was tried; held while fetching, so concurrent misses fetch once.
     last_try: tokio::sync::Mutex<Option<Instant>>,
+    /// Whether the last fetch failed.
+    failing: std::sync::atomic::AtomicBool,
 }
 
 /// Every key source this process knows, by URL.
@@ -108,6 +113,7 @@ impl Issuers {
                     discovery,
                     current: ArcSwapOption::empty(),
                     last_try: tokio::sync::Mutex::new(None),
+                    failing: std::sync::atomic::AtomicBool::new(false),
                 })
             })
             .clone()
@@ -137,7 +143,10 @@ impl KeySource {
             return;
         }
         *last_try = Some(Instant::now());
-        match self.fetch(http).await {
+        let fetched = self.fetch(http).await;
+        self.failing
+            .store(fetched.is_err(), std::sync::atomic::Ordering::Relaxed);
+        match fetched {
             Ok(set) => {
                 tracing::info!(url = %self.url, keys = set.keys.len(), "Act-as issuer keys fetched.");
                 self.current.store(Some(Arc::new(set)));
@@ -196,19 +205,28 @@ impl KeySource {
             }
         }
         self.refresh(http, REFETCH_FLOOR).await;
-        match self.current.load_full() {
-            Some(set) => lookup(&set).ok_or_else(|| {
-                refused(
-                    "actas_unknown_key",
-                    &format!(
-                        "the token is signed with key '{kid}', which the issuer does not publish"
-                    ),
-                )
-            }),
-            None => Err(refused(
+        let unavailable = || {
+            refused(
                 "actas_issuer_unavailable",
                 "the issuer's keys could not be fetched; retry shortly",
-            )),
+            )
+        };
+        let failing = self.failing.load(std::sync::atomic::Ordering::Relaxed);
+        match self.current.load_full() {
+            Some(set) if set.fetched.elapsed() > MAX_STALE => Err(unavailable()),
+            Some(set) => lookup(&set).ok_or_else(|| {
+                if failing {
+                    unavailable()
+                } else {
+                    refused(
+                        "actas_unknown_key",
+                        &format!(
+                            "the token is signed with key '{kid}', which the issuer does not publish"
+                        ),
+                    )
+                }
+            }),
+            None => Err(unavailable()),
         }
     }
 }
@@ -227,8 +245,19 @@ async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
     response.json().await.map_err(|e| format!("{url}: {e}"))
 }
 
-/// A JWK with a `kid` the gateway can verify with; others are skipped.
+/// A JWK with a `kid` the gateway can verify with; keys for encryption (`use: enc`) or
+/// declaring an algorithm it does not accept are skipped.
 fn decoding_key(jwk: &Value) -> Option<(String, (DecodingKey, Option<Algorithm>))> {
+    if jwk.get("use").and_then(Value::as_str) == Some("enc") {
+        return None;
+    }
+    if jwk
+        .get("alg")
+        .and_then(Value::as_str)
+        .is_some_and(|a| accepted_alg(a).is_none())
+    {
+        return None;
+    }
     let parsed: jsonwebtoken::jwk::Jwk = serde_json::from_value(jwk.clone()).ok()?;
     let kid = parsed.common.key_id.clone()?;
     let alg = jwk

@@ -380,3 +380,46 @@ mod oidc_fuzz {
         }
     }
 }
+
+/// Identities are bounded, and an email the issuer marks unverified is dropped.
+mod identity_limits {
+    use serde_json::json;
+
+    use super::super::claims::identity;
+    use crate::error::GatewayError;
+
+    fn claims(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn oversized_parts_are_refused() {
+        let many: Vec<String> = (0..300).map(|i| format!("g{i}")).collect();
+        for c in [
+            json!({"sub": "x".repeat(300)}),
+            json!({"sub": "u", "email": "e".repeat(400)}),
+            json!({"sub": "u", "groups": many}),
+            json!({"sub": "u", "groups": ["g".repeat(300)]}),
+        ] {
+            let r = identity(&claims(c), "oidc", "email", "groups");
+            assert!(matches!(
+                r,
+                Err(GatewayError::ActAsRefused {
+                    code: "actas_malformed",
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn an_unverified_email_is_dropped() {
+        let c = claims(json!({"sub": "u", "email": "ceo@corp.com", "email_verified": false}));
+        assert_eq!(identity(&c, "oidc", "email", "groups").unwrap().email, "");
+        let c = claims(json!({"sub": "u", "email": "me@corp.com", "email_verified": true}));
+        assert_eq!(
+            identity(&c, "oidc", "email", "groups").unwrap().email,
+            "me@corp.com"
+        );
+    }
+}

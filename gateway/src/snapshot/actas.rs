@@ -12,7 +12,6 @@ use portcullis_shared::snapshot::{SnapActAsProvider, SnapAgent};
 use super::Runtime;
 use crate::actas::oidc::{Audience, OidcConfig};
 
-#[derive(Default)]
 pub struct AgentActAs {
     pub hmac_secret: Option<String>,
     pub oidc: Option<Arc<OidcConfig>>,
@@ -23,14 +22,17 @@ pub fn resolve(
     a: &SnapAgent,
     providers: &HashMap<&str, &SnapActAsProvider>,
     runtime: &Runtime,
-) -> Result<AgentActAs, String> {
+) -> AgentActAs {
+    // A provider the snapshot lacks leaves this agent unable to verify anyone (its act-as
+    // calls fail closed); it does not stop the rest of the snapshot from applying.
     let provider = match a.actas_provider_id.as_deref() {
-        Some(id) => Some(*providers.get(id).ok_or_else(|| {
-            format!(
-                "agent {}: act-as provider {id} is not in the snapshot",
-                a.name
-            )
-        })?),
+        Some(id) => {
+            let found = providers.get(id).copied();
+            if found.is_none() {
+                tracing::warn!(agent = %a.name, provider_id = id, "The agent's act-as provider is not in the snapshot; its act-as calls are refused.");
+            }
+            found
+        }
         None => None,
     };
     let secret = |s: &Option<portcullis_shared::snapshot::Secrets>| {
@@ -42,8 +44,9 @@ pub fn resolve(
     };
     let oidc = match (a.actas_method, provider, a.actas_oidc_url.as_deref()) {
         (Some(ActAsMethod::Oidc), Some(p), _) if p.method == ProviderMethod::Oidc => {
-            Some(Arc::new(from_provider(p, runtime)?))
+            from_provider(p, runtime).map(Arc::new)
         }
+        (Some(ActAsMethod::Oidc), None, _) if a.actas_provider_id.is_some() => None,
         (Some(ActAsMethod::Oidc), _, Some(url)) => Some(Arc::new(OidcConfig {
             keys: runtime.issuers.source(url, true),
             issuer: None,
@@ -58,27 +61,24 @@ pub fn resolve(
         .iter()
         .map(|k| (k.key_hash.clone(), ActAs::bound(k.subject.clone())))
         .collect();
-    Ok(AgentActAs {
+    AgentActAs {
         hmac_secret,
         oidc,
         bound_keys,
-    })
+    }
 }
 
-fn from_provider(p: &SnapActAsProvider, runtime: &Runtime) -> Result<OidcConfig, String> {
-    let issuer = p
-        .issuer
-        .clone()
-        .ok_or_else(|| format!("act-as provider {}: no issuer", p.name))?;
-    let audience = p
-        .audience
-        .clone()
-        .ok_or_else(|| format!("act-as provider {}: no audience", p.name))?;
+/// An `oidc` provider's verifier; `None` (calls refused) when it lacks an issuer or audience.
+fn from_provider(p: &SnapActAsProvider, runtime: &Runtime) -> Option<OidcConfig> {
+    let (Some(issuer), Some(audience)) = (p.issuer.clone(), p.audience.clone()) else {
+        tracing::warn!(provider = %p.name, "An oidc act-as provider without issuer or audience; its agents' act-as calls are refused.");
+        return None;
+    };
     let keys = match &p.jwks_url {
         Some(url) => runtime.issuers.source(url, false),
         None => runtime.issuers.source(&issuer, true),
     };
-    Ok(OidcConfig {
+    Some(OidcConfig {
         keys,
         issuer: Some(issuer),
         audience: Audience::Fixed(audience),

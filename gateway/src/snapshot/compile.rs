@@ -219,10 +219,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         .map(|p| (p.provider_id.as_str(), p))
         .collect();
     for a in &snap.agents {
-        let act_as = super::actas::resolve(a, &providers, runtime).unwrap_or_else(|e| {
-            errors.push(e);
-            Default::default()
-        });
+        let act_as = super::actas::resolve(a, &providers, runtime);
         let mut list = workspace.clone();
         list.extend(by_agent.remove(a.agent_id.as_str()).unwrap_or_default());
         let policies = match policy::policy_set(list) {

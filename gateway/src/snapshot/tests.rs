@@ -170,6 +170,17 @@ fn decisions_are_memoized_per_person() {
     assert_eq!(agent.identity_memo.read().unwrap().len(), 2);
 }
 
+/// An agent naming a provider the snapshot lacks refuses act-as calls itself; the snapshot
+/// still applies for everyone else.
+#[test]
+fn a_missing_act_as_provider_fails_only_its_agent() {
+    let mut snap = snapshot("permit (principal, action, resource);");
+    snap.agents[0].actas_method = Some(portcullis_shared::api::agents::ActAsMethod::Oidc);
+    snap.agents[0].actas_provider_id = Some("gone".into());
+    let compiled = compile(&snap, &Runtime::default()).expect("the snapshot applies");
+    assert!(compiled.agents[0].actas_oidc.is_none());
+}
+
 #[test]
 fn a_bad_policy_refuses_the_whole_snapshot() {
     let errors = compile(

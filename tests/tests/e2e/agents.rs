@@ -554,6 +554,50 @@ async fn rules_deploy_permission(cp: &ControlPlane) {
         json!({"b": 2}),
         "an update that leaves the rules alone needs no rules.deploy"
     );
+    // How act-as identities are verified decides whom allow lists admit: also rules.deploy.
+    cp.call_as(
+        token,
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "plain", "actas_method": "none"})),
+    )
+    .await
+    .expect_error("permission_denied", 403)
+    .mentions("rules.deploy");
+    cp.ok(
+        AGENTS,
+        "CreateActAsProvider",
+        cp.body(json!({"name": "idp", "issuer": "https://idp.example", "audience": "a"})),
+    )
+    .await;
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "plain", "actas_method": "oidc", "actas_provider_id": "idp"})),
+    )
+    .await;
+    cp.call_as(
+        token,
+        AGENTS,
+        "UpdateActAsProvider",
+        cp.body(json!({"provider_id": "idp", "issuer": "https://evil.example"})),
+    )
+    .await
+    .expect_error("permission_denied", 403)
+    .mentions("rules.deploy");
+    let renamed = cp
+        .call_as(
+            token,
+            AGENTS,
+            "UpdateActAsProvider",
+            cp.body(json!({"provider_id": "idp", "name": "corp-idp"})),
+        )
+        .await;
+    assert_eq!(
+        renamed.status, 200,
+        "a rename trusts no one new: {}",
+        renamed.text
+    );
     cp.call_as(
         token,
         AGENTS,

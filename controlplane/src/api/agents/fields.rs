@@ -366,11 +366,15 @@ fn check_act_as(row: &AgentRow, has_secret: bool) -> ApiResult<()> {
     Ok(())
 }
 
-/// The fields that go into the agent's rule bundle, to tell whether an update changes it.
+/// The fields that go into the agent's rule bundle, to tell whether an update changes it;
+/// with them how act-as identities are verified (method, provider, issuer URL, secret), since
+/// that decides whom the allow lists admit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleInputs {
     lists: [String; 6],
     gateways: Vec<String>,
+    trust: [Option<String>; 3],
+    secret_changed: bool,
 }
 
 impl RuleInputs {
@@ -385,12 +389,22 @@ impl RuleInputs {
         ]
     }
 
+    fn trust(row: &AgentRow) -> [Option<String>; 3] {
+        [
+            row.actas_method.clone(),
+            row.actas_provider_id.clone(),
+            row.actas_oidc_url.clone(),
+        ]
+    }
+
     pub async fn of(conn: &mut Conn, row: &AgentRow) -> ApiResult<Self> {
         let mut gateways = gateways::grants_of_agent(conn, &row.id).await?;
         gateways.sort();
         Ok(Self {
             lists: Self::lists(row),
             gateways,
+            trust: Self::trust(row),
+            secret_changed: false,
         })
     }
 
@@ -403,6 +417,8 @@ impl RuleInputs {
         Ok(Self {
             lists: Self::lists(row),
             gateways,
+            trust: Self::trust(row),
+            secret_changed: applied.hmac_secret.is_some(),
         })
     }
 }
