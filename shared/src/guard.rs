@@ -6,6 +6,8 @@
 //! Block guards' patterns come first, so where a block and a redact guard find the same text,
 //! the block wins.
 
+pub mod config;
+
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
 
