@@ -33,9 +33,8 @@ pub type IdentityMemo = std::sync::RwLock<HashMap<ActAs, Arc<[OnceLock<Decision>
 /// At most this many identities are remembered per agent and snapshot (then it restarts).
 const IDENTITY_CAP: usize = 4096;
 
-/// Allows, or explains the denial. With a `slot`, the decision is taken from (or stored in)
-/// the agent's memo for this snapshot: by slot alone without an act-as identity, by identity
-/// and slot with one.
+/// Allows, or explains the denial, from (or into) the agent's memo for this snapshot: by
+/// slot alone without an act-as identity, by identity and slot with one.
 pub fn check_memo(
     snap: &Compiled,
     agent: &AgentEntry,
@@ -43,30 +42,21 @@ pub fn check_memo(
     action: Action,
     resource: &EntityUid,
     context: &LazyContext,
-    slot: Option<usize>,
+    slot: usize,
 ) -> Decision {
-    let Some(slot) = slot else {
-        return check(snap, agent, gateway, action, resource, context);
+    let decide = || check(snap, agent, gateway, action, resource, context);
+    let in_cell = |cell: Option<&OnceLock<Decision>>| match cell {
+        Some(cell) => cell.get_or_init(decide).clone(),
+        None => decide(),
     };
     let act_as = &context.typed().act_as;
     if act_as.present {
-        let cells = identity_cells(snap, agent, act_as);
-        return match cells.get(slot) {
-            Some(cell) => cell
-                .get_or_init(|| check(snap, agent, gateway, action, resource, context))
-                .clone(),
-            None => check(snap, agent, gateway, action, resource, context),
-        };
+        return in_cell(identity_cells(snap, agent, act_as).get(slot));
     }
     let memo = agent
         .memo
         .get_or_init(|| (0..snap.slots).map(|_| OnceLock::new()).collect());
-    match memo.get(slot) {
-        Some(cell) => cell
-            .get_or_init(|| check(snap, agent, gateway, action, resource, context))
-            .clone(),
-        None => check(snap, agent, gateway, action, resource, context),
-    }
+    in_cell(memo.get(slot))
 }
 
 /// The agent's decision cells for this person, created on first sight.

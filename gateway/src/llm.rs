@@ -73,7 +73,7 @@ async fn serve_call<'g>(
         Action::LlmInvoke,
         target.uid(),
         &rc.context,
-        rc.slot(*slot),
+        *slot,
     ) {
         gw.audit
             .emit(audit::denial_event(rc, resource, "llm:invoke", &d));
@@ -97,7 +97,7 @@ pub async fn models(session: &mut Session, rc: &RequestCtx<'_>) -> Result<(), Ga
             Action::LlmInvoke,
             target.uid(),
             &rc.context,
-            rc.slot(*slot),
+            *slot,
         )
         .is_ok();
         if allowed {

@@ -262,11 +262,11 @@ async fn dispatch(
         gateway_id: gateway.id.clone(),
         surface: origin.surface,
     });
-    let slot = Some(if is_mcp {
+    let slot = if is_mcp {
         gateway.mcp_slot
     } else {
         gateway.slot
-    });
+    };
     let rc = RequestCtx {
         request_id,
         snap: &snap,

@@ -23,11 +23,6 @@ pub struct RequestCtx<'a> {
 }
 
 impl<'a> RequestCtx<'a> {
-    /// The memo slot of a decision (memoized by identity when the request has one).
-    pub fn slot(&self, slot: usize) -> Option<usize> {
-        Some(slot)
-    }
-
     /// Headers every response of this request carries: the member that served and the
     /// caller's activity id.
     pub fn echo_headers<'b>(&'b self, model: &'b str) -> Vec<(&'static str, &'b str)> {

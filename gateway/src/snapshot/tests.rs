@@ -160,7 +160,7 @@ fn decisions_are_memoized_per_person() {
             Action::LlmInvoke,
             target.uid(),
             &context,
-            Some(*slot),
+            *slot,
         )
     };
     for _ in 0..2 {
