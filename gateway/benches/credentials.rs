@@ -71,7 +71,7 @@ fn exchanged_token() -> (String, Vec<u8>) {
     header.kid = Some("k1".into());
     let now = chrono::Utc::now().timestamp();
     let claims = portcullis_shared::snapshot::AgentTokenClaims {
-        iss: "urn:portcullis:controlplane".into(),
+        iss: portcullis_shared::snapshot::AGENT_TOKEN_ISSUER.into(),
         sub: "a".into(),
         aud: "g".into(),
         iat: now,
@@ -93,7 +93,7 @@ fn agent_token(c: &mut Criterion) {
     let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
     validation.leeway = 30;
     validation.set_audience(&["g"]);
-    validation.set_issuer(&["urn:portcullis:controlplane"]);
+    validation.set_issuer(&[portcullis_shared::snapshot::AGENT_TOKEN_ISSUER]);
     c.bench_function("agent token: EdDSA signature and claims", |b| {
         b.iter(|| {
             jsonwebtoken::decode::<portcullis_shared::snapshot::AgentTokenClaims>(

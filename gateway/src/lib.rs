@@ -15,6 +15,8 @@ pub mod body;
 pub mod cloud;
 pub mod config;
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod guard;
 pub mod llm;
 pub mod mcp;

@@ -107,6 +107,9 @@ pub struct SnapTokenKey {
     pub x: String,
 }
 
+/// The `iss` of every token `ExchangeAgentKey` mints.
+pub const AGENT_TOKEN_ISSUER: &str = "urn:portcullis:controlplane";
+
 /// The claims of an exchanged agent token (DESIGN §15).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentTokenClaims {

@@ -6,7 +6,7 @@
 use portcullis_shared::api::agents::{
     ActAsMethod, AgentStatus, BoundSubject, ExchangeAgentKeyRequest, ExchangedToken,
 };
-use portcullis_shared::snapshot::AgentTokenClaims;
+use portcullis_shared::snapshot::{AgentTokenClaims, AGENT_TOKEN_ISSUER};
 
 use super::agents::select_gateway;
 use super::auth::{self, AgentPrincipal};
@@ -15,9 +15,6 @@ use super::{unary, views, Access, Ctx, Operation};
 use crate::error::{invalid, precondition, ApiError, ApiResult};
 use crate::store::{agents, token_keys};
 use portcullis_shared::keys::KeyKind;
-
-/// The `iss` of every exchanged token.
-pub const ISSUER: &str = "urn:portcullis:controlplane";
 
 pub fn operations() -> Vec<(&'static str, Operation)> {
     vec![("ExchangeAgentKey", unary(Access::Agent, exchange))]
@@ -104,7 +101,7 @@ async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<Exchanged
     let now = chrono::Utc::now();
     let ttl = u64::try_from(agent.token_ttl_secs).unwrap_or(600);
     let claims = AgentTokenClaims {
-        iss: ISSUER.to_string(),
+        iss: AGENT_TOKEN_ISSUER.to_string(),
         sub: agent.id.clone(),
         aud: gateway_id.clone(),
         iat: now.timestamp(),
