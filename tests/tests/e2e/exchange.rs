@@ -91,9 +91,12 @@ async fn an_exchanged_token_stands_in_for_the_key_on_one_gateway() {
         );
     }
 
-    let mut forged = t.access_token.clone();
-    let last = forged.pop().unwrap();
-    forged.push(if last == 'A' { 'B' } else { 'A' });
+    // A character in the middle of the signature: every bit of it counts (the last one of a
+    // base64url signature holds padding bits, which decoding alone may reject).
+    let sig_at = t.access_token.rfind('.').unwrap() + 20;
+    let mut forged = t.access_token.clone().into_bytes();
+    forged[sig_at] = if forged[sig_at] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
     let refused = chat_with(&w, &w.gw, &forged).await;
     assert_eq!(refused.status, 401, "a tampered token: {}", refused.text);
 
