@@ -60,10 +60,20 @@ impl AdminClient {
         agent_key: &str,
         gateway_id: Option<&str>,
     ) -> Result<portcullis_shared::api::agents::ExchangedToken, ClientError> {
+        self.exchange(Some(agent_key), gateway_id).await
+    }
+
+    /// `ExchangeAgentKey` with this client's own key (`agent_key: None`, an agent key
+    /// exchanging itself) or, with a platform key, the named one.
+    pub(crate) async fn exchange(
+        &self,
+        agent_key: Option<&str>,
+        gateway_id: Option<&str>,
+    ) -> Result<portcullis_shared::api::agents::ExchangedToken, ClientError> {
         let request = portcullis_shared::api::agents::ExchangeAgentKeyRequest {
             workspace_id: None,
             gateway_id: gateway_id.map(str::to_string),
-            agent_key: Some(agent_key.to_string()),
+            agent_key: agent_key.map(str::to_string),
         };
         self.call(
             portcullis_shared::api::service::AGENTS,

@@ -11,7 +11,7 @@ pub mod error;
 pub use admin::AdminClient;
 pub use error::ClientError;
 
-use portcullis_shared::api::agents::{ExchangeAgentKeyRequest, ExchangedToken};
+use portcullis_shared::api::agents::ExchangedToken;
 
 /// `ExchangeAgentKey`: trades an agent API key for a short-lived token (the agent's
 /// `token_ttl`) that `gateway_id`'s gateway accepts in its place; `gateway_id` may be `None`
@@ -21,18 +21,8 @@ pub async fn exchange_agent_key(
     agent_key: &str,
     gateway_id: Option<&str>,
 ) -> Result<ExchangedToken, ClientError> {
-    let client = AdminClient::new(control_plane_url, agent_key)?;
-    let request = ExchangeAgentKeyRequest {
-        workspace_id: None,
-        gateway_id: gateway_id.map(str::to_string),
-        agent_key: None,
-    };
-    client
-        .call(
-            portcullis_shared::api::service::AGENTS,
-            "ExchangeAgentKey",
-            &request,
-        )
+    AdminClient::new(control_plane_url, agent_key)?
+        .exchange(None, gateway_id)
         .await
 }
 
