@@ -36,7 +36,10 @@ pub async fn build(
     d: &Deployment<'_>,
 ) -> ApiResult<Snapshot> {
     let ws = d.workspace_id;
-    let revision = workspaces::revision(conn, ws).await?;
+    let workspace = workspaces::get_workspace(conn, ws)
+        .await?
+        .ok_or_else(|| corrupt("workspace"))?;
+    let revision = u64::try_from(workspace.revision).map_err(|_| corrupt("workspace revision"))?;
 
     let mut members: HashMap<String, Members> = HashMap::new();
     for m in gateways::all_members(conn, ws).await? {
@@ -211,9 +214,7 @@ pub async fn build(
         tools: snap_tools,
         quotas: snap_quotas,
         token_keys: crate::store::token_keys::published(conn, ws).await?,
-        actas_min_method: workspaces::get_workspace(conn, ws)
-            .await?
-            .and_then(|w| ActAsStrength::parse(&w.actas_min_method))
+        actas_min_method: ActAsStrength::parse(&workspace.actas_min_method)
             .ok_or_else(|| corrupt("workspace actas_min_method"))?,
         actas_providers: actas_providers(conn, cipher, ws).await?,
     })
