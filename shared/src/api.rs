@@ -5,6 +5,7 @@ pub mod actas;
 pub mod agents;
 pub mod common;
 pub mod gateways;
+pub mod guards;
 pub mod models;
 pub mod pools;
 pub mod quotas;

@@ -21,6 +21,14 @@ pub mod types {
     pub const QUOTA_THRESHOLD: &str = "quota.threshold";
     /// A call or pool member was refused for want of room in a quota.
     pub const QUOTA_EXCEEDED: &str = "quota.exceeded";
+    /// A guard matched a model's answer (one event per guard and call).
+    pub const LLM_OUTPUT_FILTERED: &str = "llm.output.filtered";
+    /// A guard matched what was sent to a model.
+    pub const LLM_INPUT_FILTERED: &str = "llm.input.filtered";
+    /// A guard matched a tool's result.
+    pub const TOOL_RESULT_FILTERED: &str = "mcp.tool_result.filtered";
+    /// A guard matched a tool call's arguments.
+    pub const TOOL_ARGUMENTS_FILTERED: &str = "mcp.tool_arguments.filtered";
 }
 
 pub mod results {

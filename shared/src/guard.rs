@@ -12,11 +12,7 @@ use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
 
 /// What a guard does with a match.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    Block,
-    Redact,
-}
+pub use crate::api::guards::GuardAction as Action;
 
 /// The personal data a `pii` guard finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +61,19 @@ pub enum Finds {
     Pii(Vec<Pii>),
     /// Well-known credential formats and high-entropy tokens.
     Secrets,
+}
+
+impl Finds {
+    /// The guard kind that finds this.
+    pub fn kind(&self) -> crate::api::guards::GuardKind {
+        use crate::api::guards::GuardKind;
+        match self {
+            Finds::Patterns(_) => GuardKind::Regex,
+            Finds::Keywords { .. } => GuardKind::Keywords,
+            Finds::Pii(_) => GuardKind::Pii,
+            Finds::Secrets => GuardKind::Secrets,
+        }
+    }
 }
 
 /// A guard as the detector needs it.
@@ -180,7 +189,7 @@ impl Detector {
 
     /// Every match in `text`, left to right, not overlapping. A candidate that fails its
     /// check (a 16-digit number that is not a card number) does not hide a later one that
-    /// starts inside it.
+    /// starts inside it; a run of characters that fails the entropy check is skipped whole.
     pub fn find(&self, text: &str) -> Vec<Found> {
         self.find_from(text, 0)
     }
@@ -207,6 +216,9 @@ impl Detector {
                     start: m.start(),
                     end: m.end(),
                 });
+                at = m.end();
+            } else if tag.check == Check::Entropy {
+                // No part of a run that is not random is a secret (a UUID's tail, say).
                 at = m.end();
             } else {
                 at = next_char(text, m.start());

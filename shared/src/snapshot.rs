@@ -71,6 +71,28 @@ pub struct Snapshot {
     /// The workspace's act-as verification providers.
     #[serde(default)]
     pub actas_providers: Vec<SnapActAsProvider>,
+    /// The workspace's enabled guards.
+    #[serde(default)]
+    pub guards: Vec<SnapGuard>,
+}
+
+/// An enabled guard, with its scope as ids. An empty list does not narrow; a list whose
+/// members were all deleted matches nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapGuard {
+    pub guard_id: String,
+    pub name: String,
+    pub stage: crate::api::guards::GuardStage,
+    pub kind: crate::api::guards::GuardKind,
+    pub action: crate::api::guards::GuardAction,
+    pub config: Value,
+    #[serde(default)]
+    pub gateway_ids: Vec<String>,
+    /// Model connections and pools.
+    #[serde(default)]
+    pub model_ids: Vec<String>,
+    #[serde(default)]
+    pub tool_ids: Vec<String>,
 }
 
 /// A verification provider, as gateways need it to verify identities.
