@@ -9,6 +9,7 @@ mod audit;
 mod auth;
 mod exchange;
 mod gateways;
+pub mod guards;
 mod keys;
 mod models;
 mod pools;
@@ -231,6 +232,7 @@ impl Registry {
         add(service::AGENTS, keys::operations());
         add(service::AGENTS, exchange::operations());
         add(service::RULES, rules::operations());
+        add(service::RULES, guards::operations());
         add(service::SYNC, sync::operations());
         add(service::SYNC, audit::sync_operations());
         add(service::SYNC, quotas::sync_operations());
@@ -509,6 +511,7 @@ mod tests {
             "svc.mgmt.v1.ManagementService/CreateLLMModelConnection",
             "svc.agents.v1.AgentService/RegisterAgent",
             "svc.rules.v1.RuleService/DeployRuleBundle",
+            "svc.rules.v1.RuleService/TestGuard",
             "svc.sync.v1.SyncService/GetSnapshot",
         ] {
             assert!(paths.contains(&expected), "{expected} missing");

@@ -217,6 +217,11 @@ pub async fn build(
         actas_min_method: ActAsStrength::parse(&workspace.actas_min_method)
             .ok_or_else(|| corrupt("workspace actas_min_method"))?,
         actas_providers: actas_providers(conn, cipher, ws).await?,
+        guards: crate::store::guards::enabled(conn, ws)
+            .await?
+            .into_iter()
+            .map(crate::api::guards::snapshot_entry)
+            .collect::<ApiResult<_>>()?,
     })
 }
 

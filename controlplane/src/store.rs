@@ -9,6 +9,7 @@ pub mod bundles;
 pub mod credentials;
 mod db;
 pub mod gateways;
+pub mod guards;
 pub mod models;
 pub mod pools;
 pub mod quotas;
