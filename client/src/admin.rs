@@ -1,5 +1,7 @@
 //! The admin client: Connect unary JSON calls to the control plane with a platform key.
 
+mod guards;
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
