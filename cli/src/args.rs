@@ -5,6 +5,7 @@ mod actas;
 mod admin;
 mod agents;
 mod audit;
+mod guards;
 mod models;
 mod quotas;
 mod tools;
@@ -17,6 +18,7 @@ pub use actas::{ActAsProviderCmd, WorkspaceCmd};
 pub use admin::{DeploymentCmd, PlatformKeyCmd, RulesCmd};
 pub use agents::{AgentCmd, AgentFields, KeyCmd};
 pub use audit::{AuditCmd, StreamFilters};
+pub use guards::{GuardCmd, GuardFields};
 pub use models::{GatewayCmd, ModelCmd, ModelConfig, PoolCmd};
 pub use quotas::QuotaCmd;
 pub use tools::{HeaderCmd, ToolCmd, ToolFields};
@@ -90,6 +92,9 @@ pub enum Command {
     /// Cedar rule bundles.
     #[command(subcommand)]
     Rules(RulesCmd),
+    /// Guards: what gateways block or redact in model and tool traffic.
+    #[command(subcommand)]
+    Guard(GuardCmd),
     /// Gateway deployments (the tokens gateways sync with).
     #[command(subcommand)]
     Deployment(DeploymentCmd),

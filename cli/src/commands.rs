@@ -6,6 +6,7 @@ mod admin;
 mod agents;
 mod audit;
 mod gateways;
+mod guards;
 pub mod keys;
 mod models;
 mod pools;
@@ -28,6 +29,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
         Command::Agent(c) => agents::run(ctx, c).await,
         Command::Key(c) => keys::run(ctx, c).await,
         Command::Rules(c) => rules::run(ctx, c).await,
+        Command::Guard(c) => guards::run(ctx, c).await,
         Command::Deployment(c) => admin::deployment(ctx, c).await,
         Command::PlatformKey(c) => admin::platform_key(ctx, c).await,
         Command::Audit(c) => audit::run(ctx, c).await,

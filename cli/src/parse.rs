@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use anyhow::{anyhow, bail};
 use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
 use portcullis_shared::api::gateways::GatewayState;
+use portcullis_shared::api::guards::{GuardAction, GuardKind, GuardStage};
 use portcullis_shared::api::pools::PoolStrategy;
 use portcullis_shared::api::rules::BundleScope;
 use portcullis_shared::api::workspace::{Permission, Role};
@@ -120,6 +121,17 @@ enum_parser!(
 enum_parser!(bundle_scope, BundleScope, ["workspace", "gateway", "agent"]);
 enum_parser!(role, Role, ["admin", "operator", "viewer"]);
 enum_parser!(actas_method, ActAsMethod, ["none", "oidc", "hmac", "bound"]);
+enum_parser!(
+    guard_stage,
+    GuardStage,
+    ["llm_output", "llm_input", "tool_result", "tool_arguments"]
+);
+enum_parser!(
+    guard_kind,
+    GuardKind,
+    ["regex", "keywords", "pii", "secrets"]
+);
+enum_parser!(guard_action, GuardAction, ["block", "redact"]);
 
 /// A permission name (`gateway.view`, `agents.register`, …).
 pub fn permission(s: &str) -> Result<Permission, String> {
@@ -318,5 +330,10 @@ mod tests {
         assert_eq!(actas_method_text("").unwrap(), "");
         assert_eq!(actas_method_text("oidc").unwrap(), "oidc");
         assert!(actas_method_text("saml").is_err());
+        for s in ["llm_output", "llm_input", "tool_result", "tool_arguments"] {
+            assert_eq!(guard_stage(s).unwrap().as_str(), s);
+        }
+        assert!(guard_kind("json_schema").unwrap_err().contains("secrets"));
+        assert_eq!(guard_action("redact").unwrap().as_str(), "redact");
     }
 }
