@@ -612,3 +612,147 @@ async fn act_as_commands() {
     let (code, _, err) = cli(dir.path(), &env, &["actas-provider", "delete", "signer"]).await;
     assert_eq!(code, 0, "{err}");
 }
+
+/// Guards from the command line: config from flags (the kind implied), scope by name, the
+/// server's reason for a bad pattern, tests on a sample given inline or on standard input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_commands() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("PORTCULLIS_URL", cp.url.as_str()),
+        ("PORTCULLIS_KEY", cp.key.as_str()),
+    ];
+    let run = |args: Vec<&'static str>| {
+        let (dir, env) = (dir.path().to_path_buf(), env);
+        async move { cli(&dir, &env, &args).await }
+    };
+    let (code, out, err) = run(vec![
+        "guard",
+        "create",
+        "tickets",
+        "--stage",
+        "llm_output",
+        "--action",
+        "redact",
+        "--pattern",
+        r"TICKET-\d{4}",
+        "--gateway",
+        "default",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("regex") && out.contains(&cp.default_gateway_id),
+        "the kind implied, the gateway's name resolved: {out}"
+    );
+    let (code, out, err) = run(vec![
+        "guard",
+        "create",
+        "digits",
+        "--stage",
+        "llm_output",
+        "--action",
+        "block",
+        "--pattern",
+        r"\d+",
+    ])
+    .await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("any length") && err.contains("invalid_argument"),
+        "{err}"
+    );
+    let (code, out, err) = run(vec![
+        "guard",
+        "create",
+        "codename",
+        "--stage",
+        "tool_result",
+        "--action",
+        "block",
+        "--keyword",
+        "Falcon",
+        "--case-sensitive",
+        "--disabled",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = run(vec![
+        "guard",
+        "create",
+        "x",
+        "--stage",
+        "llm_output",
+        "--pattern",
+        "a{2}",
+        "--keyword",
+        "b",
+    ])
+    .await;
+    assert_eq!(code, 2, "one source of config: {err}");
+    let (code, out, _) = run(vec!["guard", "list", "--stage", "tool_result"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("codename") && !out.contains("tickets"),
+        "{out}"
+    );
+    let (code, out, _) = run(vec!["--json", "guard", "get", "codename"]).await;
+    assert_eq!(code, 0);
+    let g: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&g["guard"]["config"], &g["guard"]["enabled"]),
+        (
+            &serde_json::json!({"keywords": ["Falcon"], "case_sensitive": true}),
+            &Value::Bool(false)
+        )
+    );
+    let (code, out, err) = run(vec![
+        "guard",
+        "update",
+        "tickets",
+        "--all-scope",
+        "--disable",
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("everywhere") && out.contains("enabled:"),
+        "{out}"
+    );
+    let (code, out, err) = run(vec![
+        "guard",
+        "test",
+        "tickets",
+        "--sample",
+        "see TICKET-1234 now",
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("output: see [REDACTED:regex] now") && out.contains("regex at 4..15"),
+        "{out}"
+    );
+    let mut piped = Command::new(bin("portcullis"));
+    piped
+        .current_dir(dir.path())
+        .args(["guard", "test", "codename", "--sample", "-"])
+        .envs(env)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = piped.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"Project Falcon ships")
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("blocked: yes"),
+        "{text}"
+    );
+    let (code, out, _) = run(vec!["guard", "delete", "codename"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("Deleted guard codename."), "{out}");
+}

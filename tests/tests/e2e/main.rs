@@ -18,6 +18,7 @@ mod cloud;
 mod conformance;
 mod exchange;
 mod gateways;
+mod guards;
 mod keys;
 mod llm;
 mod mcp;
