@@ -133,6 +133,9 @@ pub enum GatewayError {
     /// A quota applies but the spend counters are not loaded yet.
     #[error("{0}")]
     QuotaUnavailable(String),
+    /// A `block` guard matched what was sent or answered.
+    #[error("{0}")]
+    Filtered(crate::guard::Filtered),
     #[error("{0}")]
     Internal(String),
 }
@@ -153,6 +156,7 @@ impl GatewayError {
             | GatewayError::Denied(_)
             | GatewayError::ActAsRefused { .. }
             | GatewayError::Unpriced(_)
+            | GatewayError::Filtered(_)
             | GatewayError::CloudIdentityUnavailable(_) => 403,
             GatewayError::QuotaExceeded { .. } => 429,
             GatewayError::NotFound(_) | GatewayError::ModelNotFound(_) => 404,
@@ -208,6 +212,7 @@ impl GatewayError {
                 ("permission_error", "cloud_identity_unavailable")
             }
             GatewayError::QuotaUnavailable(_) => ("server_error", "quota_unavailable"),
+            GatewayError::Filtered(f) => ("permission_error", f.code()),
             GatewayError::Internal(_) => ("server_error", "internal_error"),
         }
     }

@@ -10,6 +10,7 @@ pub mod api;
 mod call;
 mod credential;
 mod framing;
+mod guard;
 mod members;
 mod plan;
 mod quota;
@@ -56,7 +57,7 @@ async fn serve_call<'g>(
     record: &mut CallRecord<'g, '_, '_>,
 ) -> Result<(), GatewayError> {
     let raw = crate::body::read(session, gw.config.max_body_bytes).await?;
-    let inbound = Inbound::parse(api, raw, &session.req_header().headers)?;
+    let mut inbound = Inbound::parse(api, raw, &session.req_header().headers)?;
     record.named(&inbound.model, inbound.stream);
     let (target, slot) = rc
         .gateway
@@ -79,7 +80,37 @@ async fn serve_call<'g>(
             .emit(audit::denial_event(rc, resource, "llm:invoke", &d));
         return Err(GatewayError::Denied(d));
     }
+    if let Some(detector) = rc.gateway.guards.input.get(target_id) {
+        guard_input(
+            gw,
+            rc,
+            &mut inbound,
+            detector,
+            &resource,
+            &mut record.served,
+        )?;
+    }
     call::call_members(gw, session, rc, &inbound, target, &mut record.served).await
+}
+
+/// The `llm_input` guards on what the caller sent: a `block` match refuses the call before
+/// any upstream sees it; redactions change the body every member is sent.
+fn guard_input(
+    gw: &Gateway,
+    rc: &RequestCtx<'_>,
+    inbound: &mut Inbound,
+    detector: &std::sync::Arc<crate::guard::detect::Detector>,
+    resource: &portcullis_shared::audit::ResourceRef,
+    served: &mut record::Served<'_>,
+) -> Result<(), GatewayError> {
+    use portcullis_shared::api::guards::GuardStage;
+    let mut tally = crate::guard::Tally::new(GuardStage::LlmInput, detector.clone());
+    let result = guard::input(inbound.api.shape(), &mut inbound.body, &mut tally);
+    served.guards.add(gw, rc, &tally, resource);
+    if result.map_err(GatewayError::Filtered)? {
+        inbound.raw = bytes::Bytes::from(serde_json::to_vec(&inbound.body).unwrap_or_default());
+    }
+    Ok(())
 }
 
 /// `GET …/v1/models`: the pools and direct models of this gateway this agent may invoke, in

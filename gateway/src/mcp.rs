@@ -4,10 +4,12 @@
 //! `mcp:call`, then the upstream); anything else is -32601. Tool names are `connection/tool`.
 
 pub mod discovery;
+mod guard;
 mod list;
 pub mod upstream;
 
 use pingora::proxy::Session;
+use portcullis_shared::api::guards::GuardStage;
 use portcullis_shared::api::tools::ToolStatus;
 use portcullis_shared::policy::Action;
 use serde_json::{json, Value};
@@ -105,10 +107,12 @@ async fn dispatch(
         "tools/list" => list::tools_list(gw, rc, params).await,
         "tools/call" => {
             let started = std::time::Instant::now();
-            let outcome = call(gw, rc, params).await;
+            let mut guards = crate::guard::Log::default();
+            let outcome = call(gw, rc, params, &mut guards).await;
             if gw.audit.enabled() {
+                let latency = started.elapsed();
                 gw.audit
-                    .emit(call_event(rc, params, &outcome, started.elapsed()));
+                    .emit(call_event(rc, params, &outcome, latency, &guards));
             }
             outcome
         }
@@ -194,6 +198,7 @@ fn call_event(
     params: &Value,
     outcome: &Result<Value, RpcError>,
     latency: std::time::Duration,
+    guards: &crate::guard::Log,
 ) -> portcullis_shared::audit::AuditEventV1 {
     use portcullis_shared::audit::{results, types};
     let name = params
@@ -236,6 +241,7 @@ fn call_event(
             payload["error"] = json!({"code": err.code, "message": message});
         }
     }
+    guards.write(&mut payload);
     e.payload = payload;
     e.data_handling.omitted = vec!["request.arguments".into(), "response.content".into()];
     e
@@ -247,6 +253,7 @@ async fn call(
     gw: &std::sync::Arc<Gateway>,
     rc: &RequestCtx<'_>,
     params: &Value,
+    guards: &mut crate::guard::Log,
 ) -> Result<Value, RpcError> {
     let name = params
         .get("name")
@@ -291,12 +298,27 @@ async fn call(
     .map_err(|d| RpcError::denied(&d, rc.request_id))?;
     let extra = list::actas_headers(entry, rc)
         .map_err(|why| RpcError::gateway(why, "actas_required", rc.request_id))?;
+    let resource = audit::resource("tool", &entry.id, name);
+    let mut arguments = params
+        .get("arguments")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    guard::guard(
+        gw,
+        rc,
+        entry,
+        GuardStage::ToolArguments,
+        &mut arguments,
+        &resource,
+        guards,
+    )
+    .map_err(|f| guard::refusal(&f, rc.request_id))?;
     let session = gw
         .upstreams
         .session(gw, entry)
         .await
         .map_err(|e| RpcError::gateway(e.to_string(), "upstream_error", rc.request_id))?;
-    let mut upstream_params = json!({"name": tool, "arguments": params.get("arguments").cloned().unwrap_or_else(|| json!({}))});
+    let mut upstream_params = json!({"name": tool, "arguments": arguments});
     if let Some(meta) = params.get("_meta") {
         upstream_params["_meta"] = meta.clone();
     }
@@ -304,7 +326,19 @@ async fn call(
         .call(gw, "tools/call", upstream_params, &extra)
         .await
     {
-        Ok(result) => Ok(result),
+        Ok(mut result) => {
+            guard::guard(
+                gw,
+                rc,
+                entry,
+                GuardStage::ToolResult,
+                &mut result,
+                &resource,
+                guards,
+            )
+            .map_err(|f| guard::refusal(&f, rc.request_id))?;
+            Ok(result)
+        }
         Err(upstream::UpstreamError::Rpc {
             code,
             message,

@@ -75,6 +75,8 @@ pub struct GatewayEntry {
     pub tool_members: std::collections::HashSet<(String, String)>,
     /// Every tool connection something of which is attached, in name order.
     pub tool_connections: Vec<Arc<ToolEntry>>,
+    /// The guards that apply to this gateway's models and tools.
+    pub guards: crate::guard::scope::GatewayGuards,
 }
 
 impl GatewayEntry {
@@ -215,6 +217,9 @@ pub struct ModelEntry {
     pub secret_values: Vec<String>,
     pub uid: EntityUid,
     pub health: Arc<Health>,
+    /// Bytes of streamed output held back before the guards release it (at least the longest
+    /// match a guard can make).
+    pub filter_window: usize,
 }
 
 /// Where a model's calls go, and in which dialect.

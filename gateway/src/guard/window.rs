@@ -5,6 +5,8 @@
 //! is only acted on once it can no longer grow. The result equals guarding the whole text at
 //! once; a `block` match stops the stream before any of it is released.
 
+use std::sync::Arc;
+
 use super::detect::{redact, Action, Detector, Found};
 
 /// A `block` guard matched: nothing more may be sent.
@@ -17,23 +19,36 @@ const CONTEXT: usize = 8;
 /// One UTF-8 character after a match, so `\b` at its end sees what follows.
 const LOOKAHEAD: usize = 4;
 
-pub struct StreamGuard<'d> {
-    detector: &'d Detector,
+pub struct StreamGuard {
+    detector: Arc<Detector>,
     hold: usize,
     /// Released context, then held text from `held`.
     text: String,
     held: usize,
+    /// Redacting matches per guard so far.
+    hits: Vec<u32>,
 }
 
-impl<'d> StreamGuard<'d> {
+impl StreamGuard {
     /// Holds back at least `window` bytes.
-    pub fn new(detector: &'d Detector, window: usize) -> Self {
+    pub fn new(detector: Arc<Detector>, window: usize) -> Self {
         Self {
-            detector,
             hold: window.max(detector.longest + LOOKAHEAD),
             text: String::new(),
             held: 0,
+            hits: vec![0; detector.guards.len()],
+            detector,
         }
+    }
+
+    /// Redacting matches per guard (by index in the detector) so far.
+    pub fn hits(&self) -> &[u32] {
+        &self.hits
+    }
+
+    /// Whether text is held back, waiting for more.
+    pub fn holding(&self) -> bool {
+        self.text.len() > self.held
     }
 
     /// Takes the next piece of the stream; returns what may be sent now (often nothing).
@@ -69,6 +84,9 @@ impl<'d> StreamGuard<'d> {
             .find(|f| self.detector.action(f) == Action::Block)
         {
             return Err(Blocked(f.clone()));
+        }
+        for f in &found {
+            self.hits[f.guard] += 1;
         }
         let upto = found.last().map_or(limit, |f| f.end.max(limit));
         let shifted: Vec<Found> = found

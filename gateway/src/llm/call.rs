@@ -58,14 +58,21 @@ pub async fn call_members<'g>(
             Attempt::Success(response) => {
                 model.health.record_success();
                 served.upstream_status = response.status().as_u16();
+                let (_, target_id, _) = target.describe();
                 let relay = Relay {
                     gw,
                     rc,
                     inbound,
                     plan: &plan,
                     model: &model,
+                    guard: rc.gateway.guards.output(target_id, &model.id).cloned(),
                 };
-                let relayed = relay.relay(session, response).await;
+                let mut relayed = relay.relay(session, response).await;
+                if let Some(guarded) = relayed.guarded.take() {
+                    let resource = crate::audit::resource("model", &model.id, &model.name);
+                    served.guards.add(gw, rc, &guarded.tally, &resource);
+                    served.guards.delivered = Some(guarded.delivered);
+                }
                 settle(gw, rc, &model, served, relayed.usage).await;
                 return relayed.failure.map_or(Ok(()), Err);
             }

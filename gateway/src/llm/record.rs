@@ -29,6 +29,8 @@ pub struct Served<'g> {
     pub held: Option<Held<'g>>,
     /// What the quotas that applied were charged.
     pub charges: Vec<Charge>,
+    /// What the guards did.
+    pub guards: crate::guard::Log,
 }
 
 /// Records a model call when it ends, as a `model.call` event. When the request is dropped
@@ -189,6 +191,7 @@ fn model_call_event(
     if !served.charges.is_empty() {
         payload["charges"] = json!(served.charges);
     }
+    served.guards.write(&mut payload);
     if let Some(err) = error {
         payload["error"] = json!(err.to_string());
         payload["reason_code"] = json!(err.openai_type_and_code().1);

@@ -1,8 +1,9 @@
 //! The relay of an answer the upstream accepted, whole or streamed, as stages: translate (into
-//! the caller's shape, reading the upstream's usage as [`Usage`]) → meter → encode (written
-//! with explicit framing). A stream goes event by event, each event released whole. Output
-//! guards will be one more stage between translate and encode.
+//! the caller's shape, reading the upstream's usage as [`Usage`]) → guard (when guards apply
+//! to the member) → meter → encode (written with explicit framing). A stream goes event by
+//! event, each event released whole once the guards have passed it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -12,13 +13,17 @@ use portcullis_shared::prices::Usage;
 
 use super::api::Inbound;
 use super::framing::Framing;
+use super::guard::stream::StreamFilter;
 use super::plan::Plan;
-use super::translate;
 use super::upstream::is_event_stream;
+use super::{guard, translate};
 use crate::error::{GatewayError, Shape};
+use crate::guard::detect::Detector;
+use crate::guard::{Filtered, Tally};
 use crate::request::RequestCtx;
 use crate::snapshot::ModelEntry;
 use crate::{respond, Gateway};
+use portcullis_shared::api::guards::GuardStage;
 
 /// What became of an answer the upstream gave (it accepted the call, so the call is charged
 /// whatever happens next): the usage it reported, and the failure that cut the relay short
@@ -26,6 +31,35 @@ use crate::{respond, Gateway};
 pub struct Relayed {
     pub usage: Option<Usage>,
     pub failure: Option<GatewayError>,
+    /// What the output guards did, when guards applied.
+    pub guarded: Option<Guarded>,
+}
+
+/// What the output guards did to an answer, and what of it the caller received.
+pub struct Guarded {
+    pub tally: Tally,
+    /// `as_answered`, `redacted`, `partial` (a stream stopped by a `block` guard after some
+    /// text went out) or `nothing`.
+    pub delivered: &'static str,
+}
+
+impl Guarded {
+    fn of(tally: Tally, sent_before_block: bool) -> Self {
+        let delivered = match (tally.blocked, sent_before_block, tally.matched()) {
+            (true, true, _) => "partial",
+            (true, false, _) => "nothing",
+            (false, _, true) => "redacted",
+            (false, _, false) => "as_answered",
+        };
+        Self { tally, delivered }
+    }
+}
+
+/// How a stream's relay ended.
+enum End {
+    Done,
+    BrokeOff(String),
+    Filtered(Filtered),
 }
 
 /// One member's call, as the relay needs it.
@@ -35,6 +69,8 @@ pub struct Relay<'a> {
     pub inbound: &'a Inbound,
     pub plan: &'a Plan,
     pub model: &'a ModelEntry,
+    /// The output guards that apply to this member, if any.
+    pub guard: Option<Arc<Detector>>,
 }
 
 impl Relay<'_> {
@@ -59,6 +95,7 @@ impl Relay<'_> {
         let failed = |e: GatewayError| Relayed {
             usage: None,
             failure: Some(e),
+            guarded: None,
         };
         let content_type = response
             .headers()
@@ -89,6 +126,24 @@ impl Relay<'_> {
                 )))
             }
         };
+        let mut tally = self
+            .guard
+            .clone()
+            .map(|d| Tally::new(GuardStage::LlmOutput, d));
+        let body = match tally
+            .as_mut()
+            .map(|t| guard::whole(self.plan.caller, body.clone(), t))
+        {
+            None => body,
+            Some(Ok(guarded)) => guarded,
+            Some(Err(filtered)) => {
+                return Relayed {
+                    usage,
+                    failure: Some(GatewayError::Filtered(filtered)),
+                    guarded: tally.map(|t| Guarded::of(t, false)),
+                }
+            }
+        };
         let extra = self.rc.echo_headers(name);
         let failure = respond::bytes(
             session,
@@ -101,7 +156,11 @@ impl Relay<'_> {
         .await
         .err()
         .map(|e| GatewayError::Internal(format!("writing the response: {e}")));
-        Relayed { usage, failure }
+        Relayed {
+            usage,
+            failure,
+            guarded: tally.map(|t| Guarded::of(t, false)),
+        }
     }
 
     /// A streamed reply, event by event as it arrives. Once the header is written, failures
@@ -123,28 +182,36 @@ impl Relay<'_> {
             return Relayed {
                 usage: None,
                 failure: Some(GatewayError::Internal(e.to_string())),
+                guarded: None,
             };
         }
         let mut translator = self
             .plan
             .translation
             .stream(self.inbound, &self.plan.context(self.model));
+        let mut guards = self.guard.clone().map(|d| {
+            let filter = StreamFilter::new(self.plan.caller, d.clone(), self.model.filter_window);
+            (filter, Tally::new(GuardStage::LlmOutput, d))
+        });
         let mut framing = Framing::of(self.plan.translation);
         let mut out = Vec::new();
         let mut body = response.bytes_stream();
-        let mut broke_off = loop {
+        let mut end = loop {
             let next = match tokio::time::timeout(idle, body.next()).await {
                 Ok(next) => next,
-                Err(_) => break Some("the upstream stream went idle".to_string()),
+                Err(_) => break End::BrokeOff("the upstream stream went idle".to_string()),
             };
             let chunk = match next {
-                None => break None,
-                Some(Err(_)) => break Some("the upstream stream broke off".to_string()),
+                None => break End::Done,
+                Some(Err(_)) => break End::BrokeOff("the upstream stream broke off".to_string()),
                 Some(Ok(chunk)) => chunk,
             };
             framing.push(&chunk);
             if let Err(why) = drain(&mut framing, &mut translator, &mut out) {
-                break Some(why);
+                break End::BrokeOff(why);
+            }
+            if let Err(filtered) = guard_events(&mut guards, &mut out) {
+                break End::Filtered(filtered);
             }
             if out.is_empty() {
                 continue;
@@ -159,31 +226,69 @@ impl Relay<'_> {
                 return Relayed {
                     usage: translator.usage(),
                     failure: None,
+                    guarded: guards.map(|(f, t)| finished(f, t)),
                 };
             }
         };
-        if broke_off.is_none() {
+        if let End::Done = end {
             match framing.rest() {
                 Ok(Some(rest)) => translator.push(rest, &mut out),
                 Ok(None) => {}
-                Err(why) => broke_off = Some(why),
+                Err(why) => end = End::BrokeOff(why),
             }
         }
-        match broke_off {
-            Some(why) => {
-                tracing::warn!(request_id, model = %self.model.name, why, "Upstream stream ended early.");
-                self.broke_off(&mut translator, &why, &mut out);
-            }
-            None => translator.finish(&mut out),
-        }
+        let end = self.end(end, &mut translator, &mut guards, &mut out);
         let last = (!out.is_empty()).then(|| join(&mut out));
         if let Err(e) = session.write_response_body(last, true).await {
             tracing::debug!(request_id, error = %e, "Could not finish the stream.");
         }
         Relayed {
             usage: translator.usage(),
-            failure: None,
+            failure: match end {
+                End::Filtered(f) => Some(GatewayError::Filtered(f)),
+                _ => None,
+            },
+            guarded: guards.map(|(f, t)| finished(f, t)),
         }
+    }
+
+    /// The last events of a stream: the translator's closing ones, guarded, and what the
+    /// guards still held; or an error event when the stream broke off or a guard stopped it.
+    fn end(
+        &self,
+        end: End,
+        translator: &mut translate::Stream,
+        guards: &mut Option<(StreamFilter, Tally)>,
+        out: &mut Vec<Bytes>,
+    ) -> End {
+        let end = match end {
+            End::Done => {
+                translator.finish(out);
+                let guarded = guard_events(guards, out).and_then(|()| match guards {
+                    Some((filter, tally)) => filter.finish(out, tally),
+                    None => Ok(()),
+                });
+                match guarded {
+                    Ok(()) => End::Done,
+                    Err(filtered) => End::Filtered(filtered),
+                }
+            }
+            other => other,
+        };
+        match &end {
+            End::Done => {}
+            End::BrokeOff(why) => {
+                tracing::warn!(request_id = self.rc.request_id, model = %self.model.name, why, "Upstream stream ended early.");
+                self.broke_off(translator, why, out);
+                // Held text is not released after the error event.
+                let _ = guard_events(guards, out);
+            }
+            End::Filtered(filtered) => {
+                tracing::info!(request_id = self.rc.request_id, model = %self.model.name, %filtered, "A guard stopped the stream.");
+                out.push(filtered_event(self.plan.caller, filtered));
+            }
+        }
+        end
     }
 
     /// Ends a stream that broke off with an error event in the caller's shape, so the caller
@@ -193,10 +298,43 @@ impl Relay<'_> {
         match (self.plan.translation, self.plan.caller) {
             // A translator knows whether its message was whole, and says so in its way.
             (t, _) if t.translates() => translator.finish(out),
-            (_, Shape::OpenAi) => out.push(translate::openai_stream_error("api_error", &message)),
-            (_, Shape::Anthropic) => out.push(translate::anthropic_stream_error(&message)),
+            (_, Shape::OpenAi) => {
+                out.push(translate::openai_stream_error("api_error", None, &message))
+            }
+            (_, Shape::Anthropic) => {
+                out.push(translate::anthropic_stream_error("api_error", &message))
+            }
             (_, Shape::JsonRpc) => {}
         }
+    }
+}
+
+/// Runs the events gathered so far through the output guards, when guards apply. On a block,
+/// `out` keeps what passed before it.
+fn guard_events(
+    guards: &mut Option<(StreamFilter, Tally)>,
+    out: &mut Vec<Bytes>,
+) -> Result<(), Filtered> {
+    let Some((filter, tally)) = guards else {
+        return Ok(());
+    };
+    for event in std::mem::take(out) {
+        filter.push(event, out, tally)?;
+    }
+    Ok(())
+}
+
+fn finished(filter: StreamFilter, mut tally: Tally) -> Guarded {
+    filter.count(&mut tally);
+    Guarded::of(tally, filter.sent)
+}
+
+/// The error event that ends a stream a guard stopped, in the caller's shape.
+fn filtered_event(caller: Shape, filtered: &Filtered) -> Bytes {
+    let message = filtered.to_string();
+    match caller {
+        Shape::Anthropic => translate::anthropic_stream_error("permission_error", &message),
+        _ => translate::openai_stream_error("permission_error", Some(filtered.code()), &message),
     }
 }
 

@@ -247,8 +247,8 @@ fn encode<T: Serialize>(value: &T) -> Result<Bytes, TranslateError> {
 
 /// An error in the middle of an Anthropic stream: an `error` event, which the official SDKs
 /// raise as an API error.
-pub fn anthropic_stream_error(message: &str) -> Bytes {
-    a::frame(&a::StreamEvent::api_error(message))
+pub fn anthropic_stream_error(kind: &str, message: &str) -> Bytes {
+    a::frame(&a::StreamEvent::error(kind, message))
 }
 
 /// `(media type, base64 data)` of a `data:<type>;base64,<data>` URL.
@@ -269,12 +269,12 @@ pub fn openai_event<T: Serialize>(chunk: &T) -> Bytes {
 
 /// An error in the middle of an OpenAI stream: `data: {"error": {…}}`, which the official SDKs
 /// raise as an API error.
-pub fn openai_stream_error(kind: &str, message: &str) -> Bytes {
+pub fn openai_stream_error(kind: &str, code: Option<&str>, message: &str) -> Bytes {
     openai_event(&o::ErrorBody {
         error: o::ErrorDetail {
             message: message.to_string(),
             kind: Some(kind.to_string()),
-            code: None,
+            code: code.map(|c| serde_json::Value::String(c.to_string())),
             param: None,
         },
     })

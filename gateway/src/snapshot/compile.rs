@@ -122,6 +122,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         }
     }
 
+    let mut guards = crate::guard::scope::Compiler::new(&snap.guards, &mut errors);
     let mut gateways = HashMap::new();
     let mut slots = 0;
     let mut next_slot = || {
@@ -191,6 +192,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
             }
         }
         tool_connections.sort_by(|a, b| a.name.cmp(&b.name));
+        let guards = gateway_guards(&mut guards, g, &targets, &tool_connections, &mut errors);
         gateways.insert(
             g.gateway_id.clone(),
             GatewayEntry {
@@ -206,6 +208,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
                 targets,
                 target_names,
                 policies,
+                guards,
             },
         );
     }
@@ -304,6 +307,32 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         slots,
         actas_min: snap.actas_min_method,
     })
+}
+
+/// The guards of one gateway, for each model target and tool connection it offers.
+fn gateway_guards(
+    compiler: &mut crate::guard::scope::Compiler<'_>,
+    g: &portcullis_shared::snapshot::SnapGateway,
+    targets: &HashMap<String, (Target, usize)>,
+    tools: &[Arc<ToolEntry>],
+    errors: &mut Vec<String>,
+) -> crate::guard::scope::GatewayGuards {
+    use crate::guard::scope::ModelPlace;
+    let places: Vec<ModelPlace<'_>> = targets
+        .values()
+        .map(|(target, _)| match target {
+            Target::Model(m) => ModelPlace {
+                target_id: &m.id,
+                member_ids: vec![&m.id],
+            },
+            Target::Pool(p) => ModelPlace {
+                target_id: &p.id,
+                member_ids: p.members.iter().map(|m| m.model.id.as_str()).collect(),
+            },
+        })
+        .collect();
+    let tool_ids: Vec<&str> = tools.iter().map(|t| t.id.as_str()).collect();
+    compiler.gateway(&g.gateway_id, &places, &tool_ids, errors)
 }
 
 /// The Ed25519 public keys of exchanged agent tokens, by `kid`.

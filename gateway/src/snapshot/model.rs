@@ -37,7 +37,14 @@ pub fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, Strin
         secret_values: super::compile::scrub_list(m.secret_values.0.values()),
         uid: policy::uid(Kind::Model, &m.name),
         health: runtime.health(&m.connection_id),
+        filter_window: filter_window(m.filter_window_bytes, m.filter_window_tokens),
     })
+}
+
+/// Bytes of streamed output held back for the guards: the larger of the model's two settings,
+/// a token counted as four bytes.
+fn filter_window(bytes: u64, tokens: u64) -> usize {
+    usize::try_from(bytes.max(tokens.saturating_mul(4))).unwrap_or(usize::MAX)
 }
 
 /// A model's `provider_config` text fields.

@@ -26,6 +26,7 @@ fn snapshot(policies: &str) -> Snapshot {
         generated_at: String::new(),
         actas_min_method: Default::default(),
         actas_providers: Vec::new(),
+        guards: Vec::new(),
         gateways: vec![SnapGateway {
             gateway_id: "g1".into(),
             name: "default".into(),

@@ -280,10 +280,10 @@ pub enum StreamEvent {
 impl StreamEvent {
     /// An `error` event in the middle of a stream, which the official SDKs raise as an API
     /// error.
-    pub fn api_error(message: &str) -> Self {
+    pub fn error(kind: &str, message: &str) -> Self {
         StreamEvent::Error {
             error: ErrorDetail {
-                kind: "api_error".into(),
+                kind: kind.into(),
                 message: message.to_string(),
             },
         }

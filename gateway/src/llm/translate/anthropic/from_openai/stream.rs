@@ -75,6 +75,7 @@ impl TranslateStream {
             self.done = true;
             return out.push(translate::openai_stream_error(
                 "api_error",
+                None,
                 "the upstream sent an event the gateway could not read",
             ));
         };
@@ -134,7 +135,11 @@ impl TranslateStream {
             a::StreamEvent::MessageStop => self.end(out),
             a::StreamEvent::Error { error } => {
                 self.done = true;
-                out.push(translate::openai_stream_error(&error.kind, &error.message));
+                out.push(translate::openai_stream_error(
+                    &error.kind,
+                    None,
+                    &error.message,
+                ));
             }
             a::StreamEvent::Ping | a::StreamEvent::Other => {}
         }
@@ -261,6 +266,7 @@ impl TranslateStream {
             self.done = true;
             out.push(translate::openai_stream_error(
                 "api_error",
+                None,
                 "the upstream stream ended before the message was complete",
             ));
         }

@@ -162,7 +162,7 @@ impl TranslateStream {
 
     fn fail(&mut self, out: &mut Vec<a::StreamEvent>, message: &str) {
         self.done = true;
-        out.push(a::StreamEvent::api_error(message));
+        out.push(a::StreamEvent::error("api_error", message));
     }
 
     /// The upstream ended. Complete once `metadata` came; after `messageStop` without it, the

@@ -194,7 +194,7 @@ impl TranslateStream {
 
     fn fail(&mut self, out: &mut Vec<a::StreamEvent>, message: &str) {
         self.done = true;
-        out.push(a::StreamEvent::api_error(message));
+        out.push(a::StreamEvent::error("api_error", message));
     }
 
     /// The upstream ended: complete when it finished its candidate, cut short otherwise.

@@ -205,7 +205,7 @@ impl TranslateStream {
 
     fn fail(&mut self, out: &mut Vec<Bytes>, message: &str) {
         self.done = true;
-        out.push(translate::anthropic_stream_error(message));
+        out.push(translate::anthropic_stream_error("api_error", message));
     }
 
     /// The upstream ended. Without `[DONE]`: complete if it finished its choice, else an error

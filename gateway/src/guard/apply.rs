@@ -1,0 +1,235 @@
+//! Guarding one call at one stage: text and JSON run through the scope's detector, a `block`
+//! match stops the call ([`Filtered`]), `redact` matches are replaced, and the [`Tally`] keeps
+//! what each guard did — for the call's audit event and the `*.filtered` events, which never
+//! hold the matched text.
+
+use std::sync::Arc;
+
+use portcullis_shared::api::guards::GuardStage;
+use portcullis_shared::audit::{self, AuditEventV1};
+use serde_json::{json, Value};
+
+use super::detect::{redact, Action, Detector, Found};
+use crate::request::RequestCtx;
+
+/// A `block` guard matched: the call fails (or its stream ends) with this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filtered {
+    pub stage: GuardStage,
+    /// The guard's name.
+    pub guard: String,
+    /// What it found (`card_number`, `secret`, `keyword`, …).
+    pub label: &'static str,
+}
+
+impl Filtered {
+    /// The reason code callers see: `output_filtered` or `input_filtered`.
+    pub fn code(&self) -> &'static str {
+        match self.stage {
+            GuardStage::LlmOutput | GuardStage::ToolResult => "output_filtered",
+            GuardStage::LlmInput | GuardStage::ToolArguments => "input_filtered",
+        }
+    }
+}
+
+impl std::fmt::Display for Filtered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.stage {
+            GuardStage::LlmOutput => "the model's answer",
+            GuardStage::LlmInput => "the request to the model",
+            GuardStage::ToolResult => "the tool's result",
+            GuardStage::ToolArguments => "the tool call's arguments",
+        };
+        write!(
+            f,
+            "guard '{}' blocked {what}: it found {}",
+            self.guard,
+            self.label.replace('_', " ")
+        )
+    }
+}
+
+/// What the guards of one stage did to one call.
+pub struct Tally {
+    pub stage: GuardStage,
+    pub detector: Arc<Detector>,
+    /// Matches per guard, by its index in the detector.
+    hits: Vec<u32>,
+    /// Whether a `block` guard stopped the call.
+    pub blocked: bool,
+}
+
+impl Tally {
+    pub fn new(stage: GuardStage, detector: Arc<Detector>) -> Self {
+        let hits = vec![0; detector.guards.len()];
+        Self {
+            stage,
+            detector,
+            hits,
+            blocked: false,
+        }
+    }
+
+    /// Counts matches found elsewhere (a stream's window), by guard index.
+    pub fn add(&mut self, hits: &[u32]) {
+        for (sum, n) in self.hits.iter_mut().zip(hits) {
+            *sum += n;
+        }
+    }
+
+    /// Whether any guard matched.
+    pub fn matched(&self) -> bool {
+        self.hits.iter().any(|&n| n > 0)
+    }
+
+    /// The failure a `block` match means.
+    pub fn stop(&mut self, found: &Found) -> Filtered {
+        self.hits[found.guard] += 1;
+        self.blocked = true;
+        Filtered {
+            stage: self.stage,
+            guard: self.detector.guards[found.guard].name.clone(),
+            label: found.label,
+        }
+    }
+
+    /// `text` guarded: `None` when it may go as it is, the redacted text otherwise.
+    pub fn text(&mut self, text: &str) -> Result<Option<String>, Filtered> {
+        let found = self.detector.find(text);
+        if found.is_empty() {
+            return Ok(None);
+        }
+        if let Some(f) = found
+            .iter()
+            .find(|f| self.detector.action(f) == Action::Block)
+        {
+            return Err(self.stop(f));
+        }
+        for f in &found {
+            self.hits[f.guard] += 1;
+        }
+        Ok(Some(redact(text, &found)))
+    }
+
+    /// Every string value in `value` guarded in place (object keys are names, not content);
+    /// whether anything was redacted.
+    pub fn json(&mut self, value: &mut Value) -> Result<bool, Filtered> {
+        match value {
+            Value::String(s) => match self.text(s)? {
+                Some(redacted) => {
+                    *s = redacted;
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+            Value::Array(items) => {
+                let mut changed = false;
+                for item in items {
+                    changed |= self.json(item)?;
+                }
+                Ok(changed)
+            }
+            Value::Object(map) => {
+                let mut changed = false;
+                for item in map.values_mut() {
+                    changed |= self.json(item)?;
+                }
+                Ok(changed)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// What each guard that matched did, for the call's audit event.
+    pub fn record(&self) -> Vec<Value> {
+        self.matches()
+            .map(|(g, n)| {
+                json!({"guard_id": g.id, "guard": g.name, "stage": self.stage.as_str(),
+                "kind": g.finds.kind().as_str(), "action": g.action.as_str(), "matches": n})
+            })
+            .collect()
+    }
+
+    fn matches(&self) -> impl Iterator<Item = (&portcullis_shared::guard::GuardSpec, u32)> {
+        self.detector
+            .guards
+            .iter()
+            .zip(&self.hits)
+            .filter(|(_, &n)| n > 0)
+            .map(|(g, &n)| (g, n))
+    }
+
+    /// One `llm.output.filtered`, `llm.input.filtered`, `mcp.tool_result.filtered` or
+    /// `mcp.tool_arguments.filtered` event per guard that matched.
+    pub fn events(&self, rc: &RequestCtx<'_>, resource: &audit::ResourceRef) -> Vec<AuditEventV1> {
+        self.matches()
+            .map(|(g, n)| {
+                let result = match g.action {
+                    Action::Block => audit::results::DENIED,
+                    Action::Redact => audit::results::ALLOWED,
+                };
+                let mut e =
+                    crate::audit::base(rc, event_type(self.stage), result, resource.clone());
+                e.payload = json!({
+                    "guard_id": g.id,
+                    "guard": g.name,
+                    "stage": self.stage.as_str(),
+                    "kind": g.finds.kind().as_str(),
+                    "action": g.action.as_str(),
+                    "matches": n,
+                    "gateway_id": rc.gateway.id,
+                });
+                e
+            })
+            .collect()
+    }
+}
+
+/// What the guards did to one call, at every stage, for its `model.call` or `tool.call` event.
+#[derive(Default)]
+pub struct Log {
+    /// One entry per guard that matched, per stage.
+    records: Vec<Value>,
+    /// What of the answer the caller received, when output guards applied: `as_answered`,
+    /// `redacted`, `partial` or `nothing`.
+    pub delivered: Option<&'static str>,
+}
+
+impl Log {
+    /// Adds what a stage's guards did, and emits their `*.filtered` events.
+    pub fn add(
+        &mut self,
+        gw: &crate::Gateway,
+        rc: &RequestCtx<'_>,
+        tally: &Tally,
+        resource: &audit::ResourceRef,
+    ) {
+        if !tally.matched() {
+            return;
+        }
+        self.records.extend(tally.record());
+        for event in tally.events(rc, resource) {
+            gw.audit.emit(event);
+        }
+    }
+
+    /// Writes `guards` and `delivered` into an event's payload.
+    pub fn write(&self, payload: &mut Value) {
+        if !self.records.is_empty() {
+            payload["guards"] = Value::Array(self.records.clone());
+        }
+        if let Some(delivered) = self.delivered {
+            payload["delivered"] = json!(delivered);
+        }
+    }
+}
+
+fn event_type(stage: GuardStage) -> &'static str {
+    use portcullis_shared::audit::types;
+    match stage {
+        GuardStage::LlmOutput => types::LLM_OUTPUT_FILTERED,
+        GuardStage::LlmInput => types::LLM_INPUT_FILTERED,
+        GuardStage::ToolResult => types::TOOL_RESULT_FILTERED,
+        GuardStage::ToolArguments => types::TOOL_ARGUMENTS_FILTERED,
+    }
+}
