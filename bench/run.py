@@ -14,7 +14,7 @@ cancels: audit on versus off, quota enforcement, a call translated from OpenAI's
 Anthropic-, Gemini- and Bedrock-shaped upstream (SigV4 signing included) against the same call
 passed through, an agent calling with a token from ExchangeAgentKey against its key, an agent
 acting for a person (a signed hmac identity and an allow list) against one acting for no one,
-and — with
+ten output guards on a 4 KiB answer against none on the same answer, and — with
 PORTCULLIS_BENCH_BASELINE=DIR holding an earlier build's `portcullis-gateway` — that build
 against this one. Prints a Markdown table and writes bench/results/latest.json.
 Run it through bench/run.sh, which builds what it needs.
@@ -243,6 +243,7 @@ def main():
     translation(results, base, key, ws, gid, fake_addr, gw, gw_url, agent_key)
     exchanged(results, base, gw, gw_url, agent_key)
     acting(results, base, key, ws, gid, gw, gw_url, agent_key)
+    guarded(results, base, key, ws, gid, gw, gw_url, agent_key, tmp)
     if BASELINE:
         baseline(results, base, token, tmp, gw, gw_url, agent_key, gid)
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
@@ -342,6 +343,53 @@ def acting(results, base, key, ws, gid, gw, gw_url, agent_key):
     results["actas_non_2xx"] = results["actas_saturation"]["requests"] - results["actas_saturation"]["ok"]
 
 
+LONG_REPLY_BYTES = 4096
+# Ten guards of every text kind, none of which the fake's prose (near misses only) trips.
+GUARDS = [
+    ("tickets", "regex", "block", {"patterns": [r"TICKET-\d{6}"]}),
+    ("projects", "regex", "redact", {"patterns": [r"\bPROJ-[A-Z]{3}-\d{4}\b"]}),
+    ("marking", "regex", "block", {"patterns": [r"(?i)internal use only"]}),
+    ("hosts", "regex", "redact", {"patterns": [r"\b[a-z0-9-]{1,63}\.corp\.example\.com\b"]}),
+    ("codenames", "keywords", "block", {"keywords": ["Project Falcon", "Operation Nightjar", "Bluebird"]}),
+    ("people", "keywords", "redact", {"keywords": [f"Employee{i:03}" for i in range(20)]}),
+    ("classified", "keywords", "block", {"keywords": ["TOP SECRET"], "case_sensitive": True}),
+    ("personal", "pii", "redact", {}),
+    ("payments", "pii", "block", {"types": ["card_number", "iban"]}),
+    ("credentials", "secrets", "block", {}),
+]
+
+
+def guarded(results, base, key, ws, gid, gw, gw_url, agent_key, tmp):
+    """The same 4 KiB answer from a second fake, through a model with ten output guards in
+    scope and one with none, alternately at saturation: the CPU the guards add per KiB."""
+    _, long_addr = start([f"{BIN}/fake-llm", "--listen", "127.0.0.1:0", "--reply-bytes", str(LONG_REPLY_BYTES)],
+                         f"{tmp}/fake-long.log")
+    names = ["bench-long", "bench-guarded"]
+    for name in names:
+        m = call(base, key, "CreateLLMModelConnection", {
+            "workspace_id": ws, "name": name, "provider": "openai_compatible",
+            "provider_config": {"model": "gpt-4o-mini", "base_url": f"http://{long_addr}/v1"},
+            "secret_values": {"Authorization": "Bearer sk-bench-upstream"}})
+        call(base, key, "AddGatewayModel", {"workspace_id": ws, "gateway_id": gid, "connection_id": m["connection_id"]})
+    call(base, key, "UpdateAgent", {"workspace_id": ws, "agent_id": "bench",
+                                    "allowed_direct_model_names": ["bench"] + [t[0] for t in TRANSLATED] + names})
+    for name, kind, action, config in GUARDS:
+        call(base, key, "CreateGuard", {"workspace_id": ws, "name": name, "stage": "llm_output", "kind": kind,
+                                        "action": action, "config": config, "scope": {"models": ["bench-guarded"]}})
+    time.sleep(2)
+    runs = {"unguarded": [], "guarded": []}
+    for _ in range(2):
+        for label, name in (("unguarded", "bench-long"), ("guarded", "bench-guarded")):
+            saturation_cpu(results, label, gw_url, agent_key, gw.pid, body_for(name))
+            runs[label].append((results[f"{label}_cpu_us_per_request"], results[f"{label}_saturation"]))
+    for label, r in runs.items():
+        r.sort(key=lambda x: x[0])
+        results[f"{label}_cpu_us_per_request"], results[f"{label}_saturation"] = r[0]
+        results[f"{label}_non_2xx"] = sum(x[1]["requests"] - x[1]["ok"] for x in r)
+    added = results["guarded_cpu_us_per_request"] - results["unguarded_cpu_us_per_request"]
+    results["guards_cpu_us_per_kib"] = added / (LONG_REPLY_BYTES / 1024)
+
+
 def baseline(results, base, token, tmp, gw, gw_url, agent_key, gid):
     """An earlier build of the gateway (PORTCULLIS_BENCH_BASELINE/portcullis-gateway), for the
     same deployment, alternated with this one: fixed rate three times each, then saturation."""
@@ -391,6 +439,10 @@ def extra_rows(r, df):
     if "actas_saturation" in r:
         rows += [
             f"| act-as (hmac identity, allow list) vs none: saturation requests/s, gateway CPU per request, act-as non-2xx | | {r['no_actas_saturation']['rps']:.0f}, {r['no_actas_cpu_us_per_request']:.0f} µs / {r['actas_saturation']['rps']:.0f}, {r['actas_cpu_us_per_request']:.0f} µs, {r['actas_non_2xx']} | {r['actas_cpu_us_per_request'] - r['no_actas_cpu_us_per_request']:+.0f} µs |",
+        ]
+    if "guarded_saturation" in r:
+        rows += [
+            f"| ten output guards (regex, keywords, pii, secrets) vs none, a {LONG_REPLY_BYTES // 1024} KiB answer: saturation requests/s, gateway CPU per request (lower of 2 alternating runs), non-2xx | | {r['unguarded_saturation']['rps']:.0f}, {r['unguarded_cpu_us_per_request']:.0f} µs / {r['guarded_saturation']['rps']:.0f}, {r['guarded_cpu_us_per_request']:.0f} µs, {r['unguarded_non_2xx'] + r['guarded_non_2xx']} | {r['guards_cpu_us_per_kib']:+.1f} µs per KiB |",
         ]
     if "baseline_saturation" in r:
         rows += [

@@ -69,11 +69,18 @@ def main() -> None:
                        stop_reason=message.stop_reason, usage=message.usage.model_dump(),
                        served_by=raw.headers.get("x-portcullis-model"), request_id=raw.headers.get("x-request-id"))
         elif mode == "stream":
-            with c.messages.stream(model=model, max_tokens=256, messages=messages) as s:
-                parts = list(s.text_stream)
-                final = s.get_final_message()
-            out.update(content="".join(parts), chunks=len(parts), stop_reason=final.stop_reason,
-                       usage=final.usage.model_dump())
+            parts = []
+            try:
+                with c.messages.stream(model=model, max_tokens=256, messages=messages) as s:
+                    for text in s.text_stream:
+                        parts.append(text)
+                    final = s.get_final_message()
+                out.update(stop_reason=final.stop_reason, usage=final.usage.model_dump())
+            except anthropic.APIError as e:
+                # An error event mid-stream: what arrived before it is kept.
+                out["stream_error"] = {"class": type(e).__name__, "message": str(e),
+                                       "body": getattr(e, "body", None)}
+            out.update(content="".join(parts), chunks=len(parts))
         elif mode in ("tools", "tools-stream"):
             out.update(tools(c, model, mode == "tools-stream"))
         elif mode == "models":

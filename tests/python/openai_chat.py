@@ -82,13 +82,17 @@ def main() -> None:
             kwargs = {"stream_options": {"include_usage": True}} if mode == "stream-usage" else {}
             stream = client.chat.completions.create(model=model, messages=messages, stream=True, **kwargs)
             parts, usage, chunks = [], None, 0
-            for chunk in stream:
-                chunks += 1
-                if chunk.usage is not None:
-                    usage = chunk.usage.model_dump()
-                for choice in chunk.choices:
-                    if choice.delta and choice.delta.content:
-                        parts.append(choice.delta.content)
+            try:
+                for chunk in stream:
+                    chunks += 1
+                    if chunk.usage is not None:
+                        usage = chunk.usage.model_dump()
+                    for choice in chunk.choices:
+                        if choice.delta and choice.delta.content:
+                            parts.append(choice.delta.content)
+            except openai.APIError as e:
+                # An error event mid-stream: what arrived before it is kept.
+                out["stream_error"] = {"class": type(e).__name__, "message": str(e), "body": e.body}
             out["content"] = "".join(parts)
             out["usage"] = usage
             out["chunks"] = chunks

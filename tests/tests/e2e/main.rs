@@ -18,6 +18,7 @@ mod cloud;
 mod conformance;
 mod exchange;
 mod gateways;
+mod guarded;
 mod guards;
 mod keys;
 mod llm;

@@ -10,14 +10,14 @@ use portcullis_tests::fake_mcp::FakeMcp;
 use portcullis_tests::{python, Backend, ControlPlane, GatewayProcess};
 use serde_json::{json, Value};
 
-struct Mcp {
-    cp: ControlPlane,
-    gw: GatewayProcess,
-    key: String,
+pub struct Mcp {
+    pub cp: ControlPlane,
+    pub gw: GatewayProcess,
+    pub key: String,
 }
 
 impl Mcp {
-    async fn start() -> Self {
+    pub async fn start() -> Self {
         let cp = ControlPlane::start(Backend::Sqlite).await;
         let key = crate::world::register_bot(
             &cp,
@@ -33,7 +33,7 @@ impl Mcp {
     }
 
     /// Adds a tool connection, attaches it whole, and waits until discovery filled its catalog.
-    async fn attach(&self, fields: Value) -> String {
+    pub async fn attach(&self, fields: Value) -> String {
         let cp = &self.cp;
         let id = cp
             .ok(MGMT, "CreateMCPServerConnection", cp.body(fields))
@@ -65,7 +65,7 @@ impl Mcp {
         panic!("the gateway never discovered the tool:\n{}", self.gw.logs());
     }
 
-    async fn allow(&self, tools: &[&str]) {
+    pub async fn allow(&self, tools: &[&str]) {
         self.cp
             .ok(
                 AGENTS,
@@ -100,7 +100,7 @@ impl Mcp {
             .collect()
     }
 
-    async fn sdk(&self, calls: &[&str]) -> Value {
+    pub async fn sdk(&self, calls: &[&str]) -> Value {
         let url = self.url();
         let mut args = vec![url.as_str(), self.key.as_str()];
         args.extend_from_slice(calls);
