@@ -118,6 +118,8 @@ async fn create(store: &Store, admin_key_path: &Path) -> anyhow::Result<Bootstra
         revision: 1,
         created_at: now,
         actas_min_method: "none".to_string(),
+        filter_window_bytes: 0,
+        filter_window_tokens: 0,
     };
     let gateway = gateways::GatewayRow {
         id: uuid::Uuid::new_v4().to_string(),

@@ -23,6 +23,7 @@ use portcullis_shared::api::pools::PoolStrategy;
 use portcullis_shared::provider::Provider;
 
 pub use compile::compile;
+pub use model::filter_window;
 
 use crate::cloud::cache::Expiring;
 
@@ -51,6 +52,8 @@ pub struct Compiled {
     pub slots: usize,
     /// The weakest act-as identity the workspace admits.
     pub actas_min: portcullis_shared::api::actas::ActAsStrength,
+    /// Bytes of streamed output the workspace holds back for the guards, at least.
+    pub filter_window: usize,
 }
 
 pub struct GatewayEntry {

@@ -71,6 +71,11 @@ pub struct Snapshot {
     /// The workspace's act-as verification providers.
     #[serde(default)]
     pub actas_providers: Vec<SnapActAsProvider>,
+    /// The workspace's streamed-output filter window (0: none beyond the models' own).
+    #[serde(default)]
+    pub filter_window_bytes: u64,
+    #[serde(default)]
+    pub filter_window_tokens: u64,
     /// The workspace's enabled guards.
     #[serde(default)]
     pub guards: Vec<SnapGuard>,

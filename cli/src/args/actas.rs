@@ -66,5 +66,11 @@ pub enum WorkspaceCmd {
         /// The weakest act-as identity admitted: none (asserted by the agent), hmac or oidc.
         #[arg(long, value_parser = parse::actas_strength)]
         actas_min_method: Option<ActAsStrength>,
+        /// Streamed output held back for the output guards, in bytes (at most 1 MiB).
+        #[arg(long)]
+        filter_window_bytes: Option<u64>,
+        /// The same in tokens (at most 4096).
+        #[arg(long)]
+        filter_window_tokens: Option<u64>,
     },
 }

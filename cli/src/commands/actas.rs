@@ -112,11 +112,15 @@ pub async fn workspace(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
     let WorkspaceCmd::Update {
         plan,
         actas_min_method,
+        filter_window_bytes,
+        filter_window_tokens,
     } = cmd;
     let req = UpdateWorkspaceRequest {
         workspace_id: ctx.ws().await?,
         plan,
         actas_min_method,
+        filter_window_bytes,
+        filter_window_tokens,
     };
     let reply: Reply<WorkspaceResponse> = ctx.send(MGMT, "UpdateWorkspace", &req).await?;
     ctx.print(&reply, |r| {
@@ -124,6 +128,13 @@ pub async fn workspace(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             .add("workspace", &r.workspace.name)
             .add("plan", &r.workspace.plan)
             .add("actas_min_method", r.workspace.actas_min_method.as_str())
+            .add(
+                "filter_window",
+                format!(
+                    "{} bytes, {} tokens",
+                    r.workspace.filter_window_bytes, r.workspace.filter_window_tokens
+                ),
+            )
             .print();
     });
     Ok(())

@@ -1,6 +1,6 @@
 //! Model connections: `CreateLLMModelConnection` … `DisconnectLLMOAuth`.
 
-mod rules;
+pub(super) mod rules;
 
 use portcullis_shared::api::models::*;
 use portcullis_shared::api::workspace::Permission;

@@ -62,6 +62,8 @@ fn workspace_view(ws: workspaces::WorkspaceRow) -> ApiResult<Workspace> {
     Ok(Workspace {
         actas_min_method: ActAsStrength::parse(&ws.actas_min_method)
             .ok_or_else(|| views::corrupt("workspace actas_min_method"))?,
+        filter_window_bytes: u64::try_from(ws.filter_window_bytes).unwrap_or_default(),
+        filter_window_tokens: u64::try_from(ws.filter_window_tokens).unwrap_or_default(),
         workspace_id: ws.id,
         name: ws.name,
         plan: ws.plan,
@@ -92,6 +94,22 @@ async fn update_workspace(ctx: Ctx, req: UpdateWorkspaceRequest) -> ApiResult<Wo
     let ws = workspaces::get_workspace(tx.conn(), &ws_id)
         .await?
         .ok_or_else(|| not_found("workspace", &ws_id))?;
+    let ws = match (req.filter_window_bytes, req.filter_window_tokens) {
+        (None, None) => ws,
+        (bytes, tokens) => {
+            let stored = |v: i64| u64::try_from(v).unwrap_or_default();
+            let (bytes, tokens) = super::models::rules::filter_window(
+                bytes.unwrap_or(stored(ws.filter_window_bytes)),
+                tokens.unwrap_or(stored(ws.filter_window_tokens)),
+            )?;
+            workspaces::set_filter_window(tx.conn(), &ws_id, bytes, tokens).await?;
+            workspaces::WorkspaceRow {
+                filter_window_bytes: bytes,
+                filter_window_tokens: tokens,
+                ..ws
+            }
+        }
+    };
     tx.commit().await?;
     Ok(WorkspaceResponse {
         workspace: workspace_view(ws)?,

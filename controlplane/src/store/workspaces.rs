@@ -10,6 +10,8 @@ pub struct WorkspaceRow {
     pub revision: i64,
     pub created_at: i64,
     pub actas_min_method: String,
+    pub filter_window_bytes: i64,
+    pub filter_window_tokens: i64,
 }
 
 pub async fn insert_workspace(conn: &mut Conn, row: &WorkspaceRow) -> Result<(), StoreError> {
@@ -52,6 +54,23 @@ pub async fn set_actas_min_method(
         .bind(id)
         .execute(conn)
         .await?;
+    Ok(())
+}
+
+pub async fn set_filter_window(
+    conn: &mut Conn,
+    id: &str,
+    bytes: i64,
+    tokens: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE workspaces SET filter_window_bytes = $1, filter_window_tokens = $2 WHERE id = $3",
+    )
+    .bind(bytes)
+    .bind(tokens)
+    .bind(id)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

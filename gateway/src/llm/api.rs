@@ -77,6 +77,9 @@ pub struct Inbound {
     /// Anthropic callers' `anthropic-version` and `anthropic-beta`, for Anthropic upstreams.
     pub anthropic_version: Option<HeaderValue>,
     pub anthropic_beta: Option<HeaderValue>,
+    /// The streamed-output filter window the caller asks for (`x-svc-filter-window-bytes`,
+    /// `x-svc-filter-window-tokens`), in bytes; a larger workspace or model window wins.
+    pub filter_window: usize,
 }
 
 impl Inbound {
@@ -116,6 +119,7 @@ impl Inbound {
             InboundApi::AnthropicMessages => (anthropic_messages::read(fields)?, false),
         };
         let header = |name: &str| headers.get(name).cloned();
+        let filter_window = filter_window(headers)?;
         Ok(Self {
             api,
             raw,
@@ -125,9 +129,36 @@ impl Inbound {
             limits,
             anthropic_version: header("anthropic-version"),
             anthropic_beta: header("anthropic-beta"),
+            filter_window,
             body,
         })
     }
+}
+
+/// The most a filter window may be (SPEC, model connection): 1 MiB or 4,096 tokens.
+const MAX_WINDOW_BYTES: u64 = 1024 * 1024;
+const MAX_WINDOW_TOKENS: u64 = 4096;
+
+/// The filter window a request asks for, in bytes (a token counted as four).
+fn filter_window(headers: &http::HeaderMap) -> Result<usize, GatewayError> {
+    let read = |name: &str, max: u64| -> Result<u64, GatewayError> {
+        let Some(value) = headers.get(name) else {
+            return Ok(0);
+        };
+        match value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            Some(n) if n <= max => Ok(n),
+            _ => Err(GatewayError::BadRequest(format!(
+                "{name} must be a whole number from 0 to {max}"
+            ))),
+        }
+    };
+    let bytes = read("x-svc-filter-window-bytes", MAX_WINDOW_BYTES)?;
+    let tokens = read("x-svc-filter-window-tokens", MAX_WINDOW_TOKENS)?;
+    Ok(crate::snapshot::filter_window(bytes, tokens))
 }
 
 /// How many of `items` are of each kind: (images, files), descending into nested `content`

@@ -190,7 +190,12 @@ impl Relay<'_> {
             .translation
             .stream(self.inbound, &self.plan.context(self.model));
         let mut guards = self.guard.clone().map(|d| {
-            let filter = StreamFilter::new(self.plan.caller, d.clone(), self.model.filter_window);
+            let window = self
+                .model
+                .filter_window
+                .max(self.rc.snap.filter_window)
+                .max(self.inbound.filter_window);
+            let filter = StreamFilter::new(self.plan.caller, d.clone(), window);
             (filter, Tally::new(GuardStage::LlmOutput, d))
         });
         let mut framing = Framing::of(self.plan.translation);

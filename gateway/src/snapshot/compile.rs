@@ -306,6 +306,10 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         entities,
         slots,
         actas_min: snap.actas_min_method,
+        filter_window: super::model::filter_window(
+            snap.filter_window_bytes,
+            snap.filter_window_tokens,
+        ),
     })
 }
 

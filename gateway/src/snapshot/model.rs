@@ -43,7 +43,7 @@ pub fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, Strin
 
 /// Bytes of streamed output held back for the guards: the larger of the model's two settings,
 /// a token counted as four bytes.
-fn filter_window(bytes: u64, tokens: u64) -> usize {
+pub fn filter_window(bytes: u64, tokens: u64) -> usize {
     usize::try_from(bytes.max(tokens.saturating_mul(4))).unwrap_or(usize::MAX)
 }
 

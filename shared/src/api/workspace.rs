@@ -146,6 +146,12 @@ pub struct Workspace {
     /// `hmac` or `oidc`.
     #[serde(default)]
     pub actas_min_method: super::actas::ActAsStrength,
+    /// Streamed output held back for the output guards, at least (a model's or a request's
+    /// larger setting wins): at most 1 MiB and 4,096 tokens.
+    #[serde(default)]
+    pub filter_window_bytes: u64,
+    #[serde(default)]
+    pub filter_window_tokens: u64,
     pub revision: u64,
     pub created_at: String,
 }
@@ -174,8 +180,8 @@ pub struct ListWorkspacesResponse {
     pub workspaces: Vec<Workspace>,
 }
 
-/// `UpdateWorkspace`: the workspace's plan (`free` or `pro`; cost quotas need `pro`) and the
-/// weakest act-as identity it admits.
+/// `UpdateWorkspace`: the workspace's plan (`free` or `pro`; cost quotas need `pro`), the
+/// weakest act-as identity it admits and its streamed-output filter window.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateWorkspaceRequest {
@@ -184,6 +190,10 @@ pub struct UpdateWorkspaceRequest {
     pub plan: Option<String>,
     #[serde(default)]
     pub actas_min_method: Option<super::actas::ActAsStrength>,
+    #[serde(default)]
+    pub filter_window_bytes: Option<u64>,
+    #[serde(default)]
+    pub filter_window_tokens: Option<u64>,
 }
 
 impl WorkspaceScoped for UpdateWorkspaceRequest {

@@ -248,3 +248,75 @@ async fn tool_results_are_redacted_and_arguments_refused_through_the_mcp_sdk() {
         calls.iter().map(|c| &c.payload).collect::<Vec<_>>()
     );
 }
+
+/// The streamed chunks that carry text, from a raw call with these extra headers.
+async fn text_chunks(w: &World, headers: &[(&str, &str)]) -> (u16, Vec<String>) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/chat/completions", w.openai_base()))
+        .bearer_auth(&w.key)
+        .json(&json!({"model": "gpt", "stream": true,
+            "messages": [{"role": "user", "content": "Say hello."}]}));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let reply = request.send().await.unwrap();
+    let status = reply.status().as_u16();
+    let text = reply.text().await.unwrap();
+    let chunks = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .filter(|t| !t.is_empty())
+        .collect();
+    (status, chunks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_of_the_workspace_model_and_request_windows_holds_the_stream() {
+    let w = models().await;
+    w.cp.ok(
+        RULES,
+        "CreateGuard",
+        w.cp.body(
+            json!({"name": "cards", "stage": "llm_output", "kind": "pii",
+            "action": "redact", "config": {"types": ["card_number"]}}),
+        ),
+    )
+    .await;
+    w.gw.caught_up(&w.cp).await;
+    let redacted = reply().replace(CARD, "[REDACTED:card_number]");
+    // No window set: held only as long as the longest card number, so the text still streams.
+    let (status, chunks) = text_chunks(&w, &[]).await;
+    assert_eq!((status, chunks.concat()), (200, redacted.clone()));
+    assert!(chunks.len() > 10, "{chunks:?}");
+    // A request that asks for a window longer than the answer gets it in one piece.
+    let (_, chunks) = text_chunks(&w, &[("x-svc-filter-window-bytes", "4096")]).await;
+    assert_eq!(chunks, [redacted.clone()]);
+    let (status, _) = text_chunks(&w, &[("x-svc-filter-window-bytes", "2000000")]).await;
+    assert_eq!(status, 400);
+    // So does every request once the workspace sets one.
+    let err =
+        w.cp.call(
+            MGMT,
+            "UpdateWorkspace",
+            w.cp.body(json!({"filter_window_tokens": 5000})),
+        )
+        .await;
+    assert_eq!(err.body["code"], "invalid_argument", "{}", err.text);
+    let ws =
+        w.cp.ok(
+            MGMT,
+            "UpdateWorkspace",
+            w.cp.body(json!({"filter_window_tokens": 1024})),
+        )
+        .await;
+    assert_eq!(ws["workspace"]["filter_window_tokens"], 1024);
+    w.gw.caught_up(&w.cp).await;
+    let (_, chunks) = text_chunks(&w, &[]).await;
+    assert_eq!(chunks, [redacted]);
+}
