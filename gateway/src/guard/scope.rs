@@ -161,3 +161,91 @@ fn applies(g: &SnapGuard, gateway_id: &str, ids: &[&str]) -> bool {
             listed(&g.tool_ids)
         }
 }
+
+#[cfg(test)]
+mod tests {
+    use portcullis_shared::api::guards::{GuardAction, GuardKind};
+    use serde_json::json;
+
+    use super::*;
+
+    fn guard(
+        name: &str,
+        stage: GuardStage,
+        gateways: &[&str],
+        models: &[&str],
+        tools: &[&str],
+    ) -> SnapGuard {
+        let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        SnapGuard {
+            guard_id: format!("id-{name}"),
+            name: name.into(),
+            stage,
+            kind: GuardKind::Keywords,
+            action: GuardAction::Block,
+            config: json!({"keywords": [name]}),
+            gateway_ids: ids(gateways),
+            model_ids: ids(models),
+            tool_ids: ids(tools),
+        }
+    }
+
+    fn names(d: Option<&Arc<Detector>>) -> Vec<String> {
+        d.map(|d| d.guards.iter().map(|g| g.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn each_place_gets_the_guards_whose_scope_covers_it() {
+        let guards = vec![
+            guard("everywhere", GuardStage::LlmOutput, &[], &[], &[]),
+            guard("on-b", GuardStage::LlmOutput, &["gw-b"], &[], &[]),
+            guard("pool", GuardStage::LlmOutput, &[], &["pool-1"], &[]),
+            guard("member", GuardStage::LlmInput, &[], &["m2"], &[]),
+            guard("tool", GuardStage::ToolResult, &[], &[], &["t1"]),
+            guard("gone", GuardStage::ToolArguments, &[], &[], &["deleted"]),
+        ];
+        let mut errors = Vec::new();
+        let mut compiler = Compiler::new(&guards, &mut errors);
+        let places = [
+            ModelPlace {
+                target_id: "pool-1",
+                member_ids: vec!["m1", "m2"],
+            },
+            ModelPlace {
+                target_id: "m1",
+                member_ids: vec!["m1"],
+            },
+        ];
+        let a = compiler.gateway("gw-a", &places, &["t1", "t2"], &mut errors);
+        let b = compiler.gateway("gw-b", &places, &["t1"], &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(names(a.output("pool-1", "m1")), ["everywhere", "pool"]);
+        assert_eq!(names(a.output("m1", "m1")), ["everywhere"]);
+        assert_eq!(names(b.output("m1", "m1")), ["everywhere", "on-b"]);
+        // An input guard on one member covers the pool the call names (the member is not
+        // chosen yet), not the member called directly elsewhere.
+        assert_eq!(names(a.input.get("pool-1")), ["member"]);
+        assert!(!a.input.contains_key("m1"));
+        assert_eq!(names(a.tool(GuardStage::ToolResult, "t1")), ["tool"]);
+        assert!(a.tool(GuardStage::ToolResult, "t2").is_none());
+        assert!(
+            a.tool(GuardStage::ToolArguments, "t1").is_none(),
+            "a deleted scope matches nothing"
+        );
+        // The same set of guards is compiled once.
+        assert!(Arc::ptr_eq(
+            a.output("pool-1", "m1").unwrap(),
+            a.output("pool-1", "m2").unwrap()
+        ));
+    }
+
+    #[test]
+    fn a_guard_that_does_not_compile_fails_the_snapshot() {
+        let mut bad = guard("x", GuardStage::LlmOutput, &[], &[], &[]);
+        bad.config = json!({"keywords": []});
+        let mut errors = Vec::new();
+        Compiler::new(&[bad], &mut errors);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+    }
+}
