@@ -129,7 +129,7 @@ enum_parser!(
 enum_parser!(
     guard_kind,
     GuardKind,
-    ["regex", "keywords", "pii", "secrets"]
+    ["regex", "keywords", "pii", "secrets", "json_schema"]
 );
 enum_parser!(guard_action, GuardAction, ["block", "redact"]);
 

@@ -9,4 +9,4 @@ pub mod scope;
 mod tests;
 pub mod window;
 
-pub use apply::{Filtered, Log, Tally};
+pub use apply::{Filtered, Log, Outcome, Tally};

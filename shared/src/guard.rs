@@ -7,6 +7,7 @@
 //! the block wins.
 
 pub mod config;
+pub mod schema;
 
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};

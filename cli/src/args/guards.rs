@@ -10,6 +10,8 @@ const GUARD_EXAMPLES: &str = "\
 Examples:
   portcullis guard create tickets --stage llm_output --action redact --pattern 'TICKET-\\d{4}'
   portcullis guard create no-keys --stage tool_result --kind secrets --action block --tool docs
+  portcullis guard create shape --stage tool_result --action redact --tool crm \\
+    --schema '{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"integer\"}}}'
   portcullis guard test tickets --sample 'see TICKET-1234'";
 
 /// What a guard looks at and for, and where (all optional on update).
@@ -18,7 +20,8 @@ pub struct GuardFields {
     /// llm_output | llm_input | tool_result | tool_arguments
     #[arg(long, value_parser = parse::guard_stage)]
     pub stage: Option<GuardStage>,
-    /// regex | keywords | pii | secrets (implied by --pattern, --keyword or --pii-type).
+    /// regex | keywords | pii | secrets | json_schema (implied by --pattern, --keyword,
+    /// --pii-type or --schema).
     #[arg(long, value_parser = parse::guard_kind)]
     pub kind: Option<GuardKind>,
     /// block (the call fails) | redact (a match becomes [REDACTED:<kind>]).
@@ -34,8 +37,11 @@ pub struct GuardFields {
     #[arg(long, requires = "keywords")]
     pub case_sensitive: bool,
     /// pii: email, phone, card_number, iban or us_ssn (repeatable; none given = all).
-    #[arg(long = "pii-type", value_name = "TYPE", conflicts_with = "config")]
+    #[arg(long = "pii-type", value_name = "TYPE", conflicts_with_all = ["schema", "config"])]
     pub pii_types: Vec<String>,
+    /// json_schema (tool_result only): the JSON Schema results must conform to, as JSON.
+    #[arg(long, value_name = "JSON", conflicts_with_all = ["patterns", "keywords", "config"])]
+    pub schema: Option<String>,
     /// The kind's settings as JSON instead of the flags above, e.g. '{"patterns": ["x{2}"]}'.
     #[arg(long, value_name = "JSON")]
     pub config: Option<String>,

@@ -28,6 +28,9 @@ fn config(f: &GuardFields) -> anyhow::Result<(Option<GuardKind>, Option<Value>)>
         )
     } else if !f.pii_types.is_empty() {
         (GuardKind::Pii, json!({"types": f.pii_types}))
+    } else if let Some(text) = &f.schema {
+        let schema: Value = serde_json::from_str(text).context("--schema is not valid JSON")?;
+        (GuardKind::JsonSchema, json!({ "schema": schema }))
     } else {
         return Ok((f.kind, None));
     };

@@ -6,6 +6,8 @@
 use portcullis_shared::api::guards::*;
 use portcullis_shared::api::workspace::Permission;
 use portcullis_shared::api::Empty;
+use portcullis_shared::guard::config::Checked;
+use portcullis_shared::guard::schema::{SchemaGuard, REDACTED};
 use portcullis_shared::guard::{self, config, CompileError, Detector, GuardSpec};
 use portcullis_shared::snapshot::SnapGuard;
 use serde_json::Value;
@@ -62,14 +64,15 @@ fn config_error(e: CompileError) -> ApiError {
     }
 }
 
-/// The guard as the detector runs it; refused with the compiler's reason.
+/// The guard as gateways run it at its stage; refused with the compiler's reason.
 fn compile(
     name: &str,
+    stage: GuardStage,
     kind: GuardKind,
     action: GuardAction,
     config: &Value,
-) -> ApiResult<GuardSpec> {
-    config::guard("", name, kind, action, config).map_err(config_error)
+) -> ApiResult<Checked> {
+    config::check("", name, stage, kind, action, config).map_err(config_error)
 }
 
 /// A config left out is an empty one (what `pii` and `secrets` take).
@@ -248,12 +251,12 @@ async fn create(ctx: Ctx, req: CreateGuardRequest) -> ApiResult<GuardResponse> {
     })?;
     let kind = req
         .kind
-        .ok_or_else(|| invalid("kind is required: regex, keywords, pii or secrets"))?;
+        .ok_or_else(|| invalid("kind is required: regex, keywords, pii, secrets or json_schema"))?;
     let action = req
         .action
         .ok_or_else(|| invalid("action is required: block or redact"))?;
     let config = normalize(req.config);
-    compile(&name, kind, action, &config)?;
+    compile(&name, stage, kind, action, &config)?;
     let scope = req.scope.unwrap_or_default();
     check_scope_stage(stage, &scope)?;
     let ws = ctx.workspace_id().to_string();
@@ -298,7 +301,7 @@ async fn update(ctx: Ctx, req: UpdateGuardRequest) -> ApiResult<GuardResponse> {
     let action = req.action.unwrap_or(stored.action);
     let config_sent = req.config.is_some();
     let config = req.config.map(normalize).unwrap_or(stored.config);
-    if let Err(e) = compile(&row.name, kind, action, &config) {
+    if let Err(e) = compile(&row.name, stage, kind, action, &config) {
         return Err(match req.kind {
             Some(k) if k != stored.kind && !config_sent => invalid(format!(
                 "{e}; the stored config is for a {} guard: send a config for {} with the new kind",
@@ -377,13 +380,49 @@ async fn test(ctx: Ctx, req: TestGuardRequest) -> ApiResult<TestGuardResponse> {
         load(&mut conn, ctx.workspace_id(), &req.guard_id).await?
     };
     let p = parse(&row)?;
-    let spec = config::guard(&row.id, &row.name, p.kind, p.action, &p.config).map_err(|e| {
-        precondition(format!(
-            "guard '{}' no longer compiles ({e}); update its config",
-            row.name
-        ))
-    })?;
-    run(spec, &req.sample)
+    let checked =
+        config::check(&row.id, &row.name, p.stage, p.kind, p.action, &p.config).map_err(|e| {
+            precondition(format!(
+                "guard '{}' no longer compiles ({e}); update its config",
+                row.name
+            ))
+        })?;
+    match checked {
+        Checked::Text(spec) => run(spec, &req.sample),
+        Checked::Schema(schema) => Ok(run_schema(&schema, &req.sample)),
+    }
+}
+
+/// A `json_schema` guard on a sample result: a match per part that does not conform (the
+/// whole sample when it is not JSON), and the sample as it would be delivered.
+fn run_schema(schema: &SchemaGuard, sample: &str) -> TestGuardResponse {
+    let blocked_or = |output: String, parts: usize| {
+        let blocked = parts > 0 && schema.action == GuardAction::Block;
+        TestGuardResponse {
+            matches: (0..parts)
+                .map(|_| GuardMatch {
+                    kind: "json_schema".into(),
+                    start: 0,
+                    end: sample.len() as u64,
+                })
+                .collect(),
+            blocked,
+            output: if blocked { String::new() } else { output },
+        }
+    };
+    match serde_json::from_str::<Value>(sample) {
+        Ok(mut value) => {
+            let parts = schema.violations(&value).len();
+            schema.redact(&mut value);
+            let output = if parts > 0 {
+                value.to_string()
+            } else {
+                sample.to_string()
+            };
+            blocked_or(output, parts)
+        }
+        Err(_) => blocked_or(REDACTED.to_string(), 1),
+    }
 }
 
 /// What the gateway would find in `sample` and deliver.
@@ -428,7 +467,44 @@ mod tests {
     use super::*;
 
     fn spec(kind: GuardKind, action: GuardAction, config: Value) -> GuardSpec {
-        compile("g", kind, action, &config).unwrap()
+        match compile("g", GuardStage::LlmOutput, kind, action, &config).unwrap() {
+            Checked::Text(spec) => spec,
+            Checked::Schema(_) => panic!("not a text guard"),
+        }
+    }
+
+    #[test]
+    fn a_json_schema_guard_tries_a_sample_result() {
+        let config = json!({"schema": {"type": "object", "required": ["id"],
+            "properties": {"id": {"type": "integer"}}}});
+        let Checked::Schema(schema) = compile(
+            "g",
+            GuardStage::ToolResult,
+            GuardKind::JsonSchema,
+            GuardAction::Redact,
+            &config,
+        )
+        .unwrap() else {
+            panic!("a schema guard");
+        };
+        let r = run_schema(&schema, r#"{"id": "x"}"#);
+        assert_eq!((r.matches.len(), r.blocked), (1, false));
+        assert_eq!(r.output, format!(r#"{{"id":"{REDACTED}"}}"#));
+        let r = run_schema(&schema, r#"{"id": 7}"#);
+        assert!(r.matches.is_empty());
+        assert_eq!(r.output, r#"{"id": 7}"#);
+        assert_eq!(run_schema(&schema, "not json").matches.len(), 1);
+        let e = compile(
+            "g",
+            GuardStage::LlmOutput,
+            GuardKind::JsonSchema,
+            GuardAction::Block,
+            &config,
+        )
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("tool_result"), "{e}");
     }
 
     #[test]
@@ -470,9 +546,16 @@ mod tests {
     #[test]
     fn config_errors_name_the_field() {
         let err = |kind, config: Value| {
-            compile("g", kind, GuardAction::Block, &config)
-                .unwrap_err()
-                .to_string()
+            compile(
+                "g",
+                GuardStage::LlmOutput,
+                kind,
+                GuardAction::Block,
+                &config,
+            )
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
         };
         let e = err(GuardKind::Regex, json!({"patterns": [r"\d+"]}));
         assert!(e.starts_with("config: ") && e.contains("any length"), "{e}");
@@ -487,6 +570,7 @@ mod tests {
         assert!(e.starts_with("config.x"), "{e}");
         assert!(compile(
             "g",
+            GuardStage::LlmOutput,
             GuardKind::Secrets,
             GuardAction::Block,
             &normalize(Value::Null)

@@ -143,11 +143,19 @@ impl Tally {
     /// What each guard that matched did, for the call's audit event.
     pub fn record(&self) -> Vec<Value> {
         self.matches()
-            .map(|(g, n)| {
-                json!({"guard_id": g.id, "guard": g.name, "stage": self.stage.as_str(),
-                "kind": g.finds.kind().as_str(), "action": g.action.as_str(), "matches": n})
-            })
+            .map(|(g, n)| self.outcome(g, n).record())
             .collect()
+    }
+
+    fn outcome<'a>(&self, g: &'a portcullis_shared::guard::GuardSpec, matches: u32) -> Outcome<'a> {
+        Outcome {
+            stage: self.stage,
+            guard_id: &g.id,
+            guard: &g.name,
+            kind: g.finds.kind(),
+            action: g.action,
+            matches,
+        }
     }
 
     fn matches(&self) -> impl Iterator<Item = (&portcullis_shared::guard::GuardSpec, u32)> {
@@ -163,25 +171,38 @@ impl Tally {
     /// `mcp.tool_arguments.filtered` event per guard that matched.
     pub fn events(&self, rc: &RequestCtx<'_>, resource: &audit::ResourceRef) -> Vec<AuditEventV1> {
         self.matches()
-            .map(|(g, n)| {
-                let result = match g.action {
-                    Action::Block => audit::results::DENIED,
-                    Action::Redact => audit::results::ALLOWED,
-                };
-                let mut e =
-                    crate::audit::base(rc, event_type(self.stage), result, resource.clone());
-                e.payload = json!({
-                    "guard_id": g.id,
-                    "guard": g.name,
-                    "stage": self.stage.as_str(),
-                    "kind": g.finds.kind().as_str(),
-                    "action": g.action.as_str(),
-                    "matches": n,
-                    "gateway_id": rc.gateway.id,
-                });
-                e
-            })
+            .map(|(g, n)| self.outcome(g, n).event(rc, resource))
             .collect()
+    }
+}
+
+/// What one guard did to one call at one stage.
+pub struct Outcome<'a> {
+    pub stage: GuardStage,
+    pub guard_id: &'a str,
+    pub guard: &'a str,
+    pub kind: portcullis_shared::api::guards::GuardKind,
+    pub action: Action,
+    pub matches: u32,
+}
+
+impl Outcome<'_> {
+    /// As the call's audit event lists it.
+    fn record(&self) -> Value {
+        json!({"guard_id": self.guard_id, "guard": self.guard, "stage": self.stage.as_str(),
+            "kind": self.kind.as_str(), "action": self.action.as_str(), "matches": self.matches})
+    }
+
+    /// Its own `*.filtered` event.
+    fn event(&self, rc: &RequestCtx<'_>, resource: &audit::ResourceRef) -> AuditEventV1 {
+        let result = match self.action {
+            Action::Block => audit::results::DENIED,
+            Action::Redact => audit::results::ALLOWED,
+        };
+        let mut e = crate::audit::base(rc, event_type(self.stage), result, resource.clone());
+        e.payload = self.record();
+        e.payload["gateway_id"] = json!(rc.gateway.id);
+        e
     }
 }
 
@@ -211,6 +232,18 @@ impl Log {
         for event in tally.events(rc, resource) {
             gw.audit.emit(event);
         }
+    }
+
+    /// Adds what one guard outside a tally (a `json_schema` guard) did, and emits its event.
+    pub fn add_one(
+        &mut self,
+        gw: &crate::Gateway,
+        rc: &RequestCtx<'_>,
+        outcome: &Outcome<'_>,
+        resource: &audit::ResourceRef,
+    ) {
+        self.records.push(outcome.record());
+        gw.audit.emit(outcome.event(rc, resource));
     }
 
     /// Writes `guards` and `delivered` into an event's payload.

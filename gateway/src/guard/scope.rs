@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use portcullis_shared::api::guards::GuardStage;
-use portcullis_shared::guard::config;
+use portcullis_shared::guard::config::{self, Checked};
+use portcullis_shared::guard::schema::SchemaGuard;
 use portcullis_shared::snapshot::SnapGuard;
 
 use super::detect::{Detector, GuardSpec};
@@ -23,6 +24,8 @@ pub struct GatewayGuards {
     pub tool_result: HashMap<String, Arc<Detector>>,
     /// `tool_arguments`, by tool connection id.
     pub tool_arguments: HashMap<String, Arc<Detector>>,
+    /// `json_schema` guards on tool results, by tool connection id.
+    pub tool_schemas: HashMap<String, Vec<Arc<SchemaGuard>>>,
 }
 
 impl GatewayGuards {
@@ -43,6 +46,7 @@ impl GatewayGuards {
 /// guards they hold.
 pub struct Compiler<'s> {
     guards: Vec<(&'s SnapGuard, GuardSpec)>,
+    schemas: Vec<(&'s SnapGuard, Arc<SchemaGuard>)>,
     compiled: HashMap<Vec<usize>, Arc<Detector>>,
 }
 
@@ -57,14 +61,17 @@ impl<'s> Compiler<'s> {
     /// (the gateway keeps serving its last good one rather than run without the guard).
     pub fn new(guards: &'s [SnapGuard], errors: &mut Vec<String>) -> Self {
         let mut checked = Vec::new();
+        let mut schemas = Vec::new();
         for g in guards {
-            match config::guard(&g.guard_id, &g.name, g.kind, g.action, &g.config) {
-                Ok(spec) => checked.push((g, spec)),
+            match config::check(&g.guard_id, &g.name, g.stage, g.kind, g.action, &g.config) {
+                Ok(Checked::Text(spec)) => checked.push((g, spec)),
+                Ok(Checked::Schema(schema)) => schemas.push((g, Arc::new(schema))),
                 Err(e) => errors.push(format!("guard {}: {e}", g.name)),
             }
         }
         Self {
             guards: checked,
+            schemas,
             compiled: HashMap::new(),
         }
     }
@@ -78,6 +85,17 @@ impl<'s> Compiler<'s> {
         errors: &mut Vec<String>,
     ) -> GatewayGuards {
         let mut out = GatewayGuards::default();
+        for id in tool_ids {
+            let schemas: Vec<Arc<SchemaGuard>> = self
+                .schemas
+                .iter()
+                .filter(|(g, _)| applies(g, gateway_id, &[id]))
+                .map(|(_, s)| s.clone())
+                .collect();
+            if !schemas.is_empty() {
+                out.tool_schemas.insert(id.to_string(), schemas);
+            }
+        }
         if self.guards.is_empty() {
             return out;
         }

@@ -1,46 +1,146 @@
 //! The guard stages of tool calls: the arguments an agent sends (`tool_arguments`, before the
 //! upstream sees them) and the result it gets back (`tool_result`: the text of `content`
-//! blocks and every string of `structuredContent`). A `block` match fails the call with a
-//! JSON-RPC error; redactions change what goes on.
+//! blocks and every string of `structuredContent`, then its shape against `json_schema`
+//! guards). A `block` match fails the call with a JSON-RPC error; redactions change what goes
+//! on.
 
-use portcullis_shared::api::guards::GuardStage;
+use portcullis_shared::api::guards::{GuardAction as Action, GuardKind, GuardStage};
 use portcullis_shared::audit::ResourceRef;
+use portcullis_shared::guard::schema::{SchemaGuard, REDACTED};
 use serde_json::{json, Value};
 
 use crate::error::RpcError;
-use crate::guard::{Filtered, Log, Tally};
+use crate::guard::{Filtered, Log, Outcome, Tally};
 use crate::request::RequestCtx;
 use crate::snapshot::ToolEntry;
 use crate::Gateway;
 
 /// Guards `value` at `stage` when guards of the stage apply to the connection; `resource` is
-/// the tool called.
+/// the tool called, `operation` its name on the connection.
+#[allow(clippy::too_many_arguments)]
 pub fn guard(
     gw: &Gateway,
     rc: &RequestCtx<'_>,
     entry: &ToolEntry,
+    operation: &str,
     stage: GuardStage,
     value: &mut Value,
     resource: &ResourceRef,
     log: &mut Log,
 ) -> Result<(), Filtered> {
-    let Some(detector) = rc.gateway.guards.tool(stage, &entry.id) else {
+    let guards = &rc.gateway.guards;
+    let detector = guards.tool(stage, &entry.id);
+    let schemas = match stage {
+        GuardStage::ToolResult => guards.tool_schemas.get(&entry.id),
+        _ => None,
+    };
+    if detector.is_none() && schemas.is_none() {
         return Ok(());
-    };
-    let mut tally = Tally::new(stage, detector.clone());
-    let result = match stage {
-        GuardStage::ToolResult => result(value, &mut tally),
-        _ => tally.json(value),
-    };
-    log.add(gw, rc, &tally, resource);
+    }
+    let mut matched = false;
+    let mut outcome = Ok(());
+    if let Some(detector) = detector {
+        let mut tally = Tally::new(stage, detector.clone());
+        let guarded = match stage {
+            GuardStage::ToolResult => result(value, &mut tally),
+            _ => tally.json(value),
+        };
+        log.add(gw, rc, &tally, resource);
+        matched |= tally.matched();
+        outcome = guarded.map(|_| ());
+    }
+    for schema in schemas.into_iter().flatten() {
+        if outcome.is_err() {
+            break;
+        }
+        if !schema.covers(operation) {
+            continue;
+        }
+        let parts = conform(schema, value);
+        if parts == 0 {
+            continue;
+        }
+        matched = true;
+        log.add_one(gw, rc, &schema_outcome(schema, parts), resource);
+        if schema.action == Action::Block {
+            outcome = Err(Filtered {
+                stage,
+                guard: schema.name.clone(),
+                label: "json_schema",
+            });
+        }
+    }
     if stage == GuardStage::ToolResult {
-        log.delivered = Some(match (&result, tally.matched()) {
+        log.delivered = Some(match (&outcome, matched) {
             (Err(_), _) => "nothing",
             (Ok(_), true) => "redacted",
             (Ok(_), false) => "as_answered",
         });
     }
-    result.map(|_| ())
+    outcome
+}
+
+fn schema_outcome(schema: &SchemaGuard, parts: usize) -> Outcome<'_> {
+    Outcome {
+        stage: GuardStage::ToolResult,
+        guard_id: &schema.id,
+        guard: &schema.name,
+        kind: GuardKind::JsonSchema,
+        action: schema.action,
+        matches: u32::try_from(parts).unwrap_or(u32::MAX),
+    }
+}
+
+/// Holds a tool result to a `json_schema` guard: its `structuredContent` and each text block
+/// that holds JSON (tools send the same data both ways); a result with neither does not
+/// conform. A redacting guard replaces what does not conform. How many parts did not.
+fn conform(schema: &SchemaGuard, result: &mut Value) -> usize {
+    let redact = schema.action == Action::Redact;
+    let check = |value: &mut Value| {
+        if redact {
+            schema.redact(value)
+        } else {
+            schema.violations(value).len()
+        }
+    };
+    let mut parts = 0;
+    let mut any_json = false;
+    if let Some(structured) = result.get_mut("structuredContent") {
+        any_json = true;
+        parts += check(structured);
+    }
+    for block in text_blocks(result) {
+        let Some(Value::String(text)) = block.get_mut("text") else {
+            continue;
+        };
+        let Ok(mut parsed) = serde_json::from_str::<Value>(text) else {
+            continue;
+        };
+        any_json = true;
+        let n = check(&mut parsed);
+        if n > 0 && redact {
+            *text = parsed.to_string();
+        }
+        parts += n;
+    }
+    if any_json {
+        return parts;
+    }
+    if redact {
+        for block in text_blocks(result) {
+            block["text"] = Value::String(REDACTED.to_string());
+        }
+    }
+    1
+}
+
+fn text_blocks(result: &mut Value) -> impl Iterator<Item = &mut Value> {
+    result
+        .get_mut("content")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
 }
 
 /// A tool result's content: `text` of text blocks, the text of embedded resources, and

@@ -48,7 +48,8 @@ impl GuardStage {
     }
 }
 
-/// What a guard looks for; `config` holds the kind's settings.
+/// What a guard looks for; `config` holds the kind's settings. `json_schema` is for tool
+/// results only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GuardKind {
@@ -56,14 +57,16 @@ pub enum GuardKind {
     Keywords,
     Pii,
     Secrets,
+    JsonSchema,
 }
 
 impl GuardKind {
-    pub const ALL: [GuardKind; 4] = [
+    pub const ALL: [GuardKind; 5] = [
         GuardKind::Regex,
         GuardKind::Keywords,
         GuardKind::Pii,
         GuardKind::Secrets,
+        GuardKind::JsonSchema,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -72,6 +75,7 @@ impl GuardKind {
             GuardKind::Keywords => "keywords",
             GuardKind::Pii => "pii",
             GuardKind::Secrets => "secrets",
+            GuardKind::JsonSchema => "json_schema",
         }
     }
 

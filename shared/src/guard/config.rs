@@ -7,8 +7,9 @@
 
 use serde_json::{Map, Value};
 
+use super::schema::SchemaGuard;
 use super::{max_len, Action, CompileError, Detector, Finds, GuardSpec, Pii};
-use crate::api::guards::GuardKind;
+use crate::api::guards::{GuardKind, GuardStage};
 
 const MAX_PATTERNS: usize = 64;
 const MAX_PATTERN_TEXT: usize = 1024;
@@ -114,6 +115,9 @@ pub fn finds(kind: GuardKind, config: &Value) -> Result<Finds, CompileError> {
             fields(name, config, &[])?;
             Ok(Finds::Secrets)
         }
+        GuardKind::JsonSchema => Err(bad(
+            "a json_schema guard checks a tool's result against a schema, not text",
+        )),
     }
 }
 
@@ -133,6 +137,34 @@ pub fn guard(
     };
     Detector::compile(vec![spec.clone()])?;
     Ok(spec)
+}
+
+/// A guard checked for its stage and compiled: a text guard into what the detector runs, a
+/// `json_schema` guard into its validator.
+pub enum Checked {
+    Text(GuardSpec),
+    Schema(SchemaGuard),
+}
+
+/// A whole guard of any kind at its stage, checked.
+pub fn check(
+    id: &str,
+    name: &str,
+    stage: GuardStage,
+    kind: GuardKind,
+    action: Action,
+    config: &Value,
+) -> Result<Checked, CompileError> {
+    if kind == GuardKind::JsonSchema {
+        if stage != GuardStage::ToolResult {
+            return Err(bad(format!(
+                "a json_schema guard checks tool results: its stage must be tool_result, not {}",
+                stage.as_str()
+            )));
+        }
+        return SchemaGuard::compile(id, name, action, config).map(Checked::Schema);
+    }
+    guard(id, name, kind, action, config).map(Checked::Text)
 }
 
 #[cfg(test)]

@@ -207,8 +207,12 @@ async fn tool_results_are_redacted_and_arguments_refused_through_the_mcp_sdk() {
         "protocol_config": {"url": server.url}}),
     )
     .await;
-    m.allow(&["everything/echo"]).await;
+    m.allow(&["everything/echo", "everything/get-structured-content"])
+        .await;
     for guard in [
+        json!({"name": "mild", "stage": "tool_result", "kind": "json_schema", "action": "block",
+            "config": {"operations": ["get-structured-content"], "schema": {"type": "object",
+                "properties": {"temperature": {"type": "number", "maximum": 50}}}}}),
         json!({"name": "mail", "stage": "tool_result", "kind": "pii", "action": "redact",
             "config": {"types": ["email"]}, "scope": {"tools": ["everything"]}}),
         json!({"name": "falcon", "stage": "tool_arguments", "kind": "keywords",
@@ -223,6 +227,10 @@ async fn tool_results_are_redacted_and_arguments_refused_through_the_mcp_sdk() {
             r#"{"message": "write to ana@example.com"}"#,
             "everything/echo",
             r#"{"message": "about project falcon"}"#,
+            "everything/get-structured-content",
+            r#"{"location": "New York"}"#,
+            "everything/get-structured-content",
+            r#"{"location": "Los Angeles"}"#,
         ])
         .await;
     let calls = out["calls"].as_array().unwrap();
@@ -233,11 +241,21 @@ async fn tool_results_are_redacted_and_arguments_refused_through_the_mcp_sdk() {
     let refused = &calls[1]["error"];
     assert_eq!(refused["data"]["reason_code"], "input_filtered", "{out}");
     assert_eq!(refused["data"]["guard"], "falcon", "{out}");
+    // A result that conforms to the schema goes as it came; one that does not, nowhere.
+    assert_eq!(calls[2]["structuredContent"]["temperature"], 33, "{out}");
+    assert_eq!(
+        calls[3]["error"]["data"]["reason_code"], "output_filtered",
+        "{out}"
+    );
+    assert_eq!(calls[3]["error"]["data"]["guard"], "mild", "{out}");
+    assert!(!calls[3].to_string().contains("Sunny"), "{out}");
     let mut filter = events(&["mcp.tool_result.filtered"]);
     filter.workspace_id = Some(m.cp.workspace_id.clone());
-    let e = wait(&m.cp, &filter).await;
-    assert_eq!(e.payload["guard"], "mail");
-    assert!(!serde_json::to_string(&e).unwrap().contains("ana@"));
+    wait(&m.cp, &filter).await;
+    let filtered = all(&m.cp, &filter, 100).await;
+    let mail = filtered.iter().find(|e| e.payload["guard"] == "mail");
+    assert!(mail.is_some(), "{filtered:?}");
+    assert!(!serde_json::to_string(&filtered).unwrap().contains("ana@"));
     let mut filter = events(&["tool.call"]);
     filter.workspace_id = Some(m.cp.workspace_id.clone());
     wait(&m.cp, &filter).await;
