@@ -1,10 +1,10 @@
-//! What guards look for, compiled once per scope into one multi-pattern automaton
-//! (`regex-automata`'s meta engine: linear time, no backtracking). Every guard in scope adds
-//! its patterns — a `regex` guard its own, `keywords` escaped literals, `pii` and `secrets`
-//! the shipped detectors below — each tagged with its guard, label and an optional check the
-//! candidate must also pass (Luhn for card numbers, the IBAN checksum, SSN ranges, entropy).
-//! Block guards' patterns come first, so where a block and a redact guard find the same text,
-//! the block wins.
+//! What guards look for, compiled once per scope into a few multi-pattern automata
+//! (`regex-automata`'s meta engine: linear time, no backtracking): one for the `block` guards'
+//! patterns and one for the `redact` guards', each with the entropy candidate apart. Every
+//! guard in scope adds its patterns — a `regex` guard its own, `keywords` escaped literals,
+//! `pii` and `secrets` the shipped detectors below — each tagged with its guard, label and an
+//! optional check the candidate must also pass (Luhn for card numbers, the IBAN checksum, SSN
+//! ranges, entropy). A block match anywhere wins over any redaction.
 
 pub mod config;
 pub mod schema;
@@ -111,14 +111,34 @@ pub struct Found {
     pub end: usize,
 }
 
-/// Every guard of a scope, compiled.
-pub struct Detector {
+/// One automaton over some of a scope's patterns.
+struct Pass {
     regex: Regex,
     tags: Vec<Tag>,
+    /// A candidate that fails its check is skipped whole (the entropy pass: no part of a run
+    /// that is not random is a secret), not retried a character on.
+    skip_failed: bool,
+}
+
+/// Every guard of a scope, compiled: block guards' patterns and redact guards' in separate
+/// passes (so a redaction never hides a block), each with the entropy candidate in a pass of
+/// its own (so skipping a run that is not random never hides another pattern's match).
+pub struct Detector {
+    passes: Vec<Pass>,
     pub guards: Vec<GuardSpec>,
     /// The longest text any pattern can match, in bytes: a stream keeps this much back so a
     /// match across chunks is still seen whole.
     pub longest: usize,
+}
+
+/// What scanning a stretch of text found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scan {
+    /// A `block` guard matched (the first such match).
+    Blocked(Found),
+    /// The redacting matches, left to right and not overlapping, and how far the text is
+    /// settled: every match that starts before it is known.
+    Clean { found: Vec<Found>, settled: usize },
 }
 
 /// Why guards could not be compiled (refused when the guard is created).
@@ -128,6 +148,8 @@ pub struct CompileError(pub String);
 
 /// The longest match a guard pattern may have: what a stream holds back beyond its window.
 pub const MAX_PATTERN_BYTES: usize = 8192;
+/// One UTF-8 character after a match, so `\b` at its end sees what follows.
+const LOOKAHEAD: usize = 4;
 
 const EMAIL: &str =
     r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}\b";
@@ -158,59 +180,137 @@ impl Detector {
         if guards.is_empty() {
             return Ok(None);
         }
-        let mut order: Vec<usize> = (0..guards.len()).collect();
-        order.sort_by_key(|&i| guards[i].action != Action::Block);
-        let mut patterns = Vec::new();
-        let mut tags = Vec::new();
-        for i in order {
-            for (pattern, label, check) in patterns_of(&guards[i].finds)? {
-                patterns.push(pattern);
-                tags.push(Tag {
-                    guard: i,
-                    label,
-                    check,
+        let mut passes = Vec::new();
+        let mut longest = 0;
+        for action in [Action::Block, Action::Redact] {
+            for entropy in [false, true] {
+                let mut patterns = Vec::new();
+                let mut tags = Vec::new();
+                for (i, g) in guards
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| g.action == action)
+                {
+                    for (pattern, label, check) in patterns_of(&g.finds)? {
+                        if (check == Check::Entropy) == entropy {
+                            patterns.push(pattern);
+                            tags.push(Tag {
+                                guard: i,
+                                label,
+                                check,
+                            });
+                        }
+                    }
+                }
+                if patterns.is_empty() {
+                    continue;
+                }
+                for p in &patterns {
+                    longest = longest.max(max_len(p)?);
+                }
+                let regex = Regex::builder()
+                    .configure(Regex::config().utf8_empty(true))
+                    .build_many(&patterns)
+                    .map_err(|e| {
+                        CompileError(format!("the guards' patterns do not compile: {e}"))
+                    })?;
+                passes.push(Pass {
+                    regex,
+                    tags,
+                    skip_failed: entropy,
                 });
             }
         }
-        let mut longest = 0;
-        for p in &patterns {
-            longest = longest.max(max_len(p)?);
-        }
-        let regex = Regex::builder()
-            .configure(Regex::config().utf8_empty(true))
-            .build_many(&patterns)
-            .map_err(|e| CompileError(format!("the guards' patterns do not compile: {e}")))?;
         Ok(Some(Self {
-            regex,
-            tags,
+            passes,
             guards,
             longest,
         }))
     }
 
-    /// Every match in `text`, left to right, not overlapping. A candidate that fails its
-    /// check (a 16-digit number that is not a card number) does not hide a later one that
-    /// starts inside it; a run of characters that fails the entropy check is skipped whole.
+    /// Every match in `text`: the first `block` match alone, or every redacting match, left
+    /// to right and not overlapping. A candidate that fails its check (a 16-digit number that
+    /// is not a card number) does not hide a later one that starts inside it.
     pub fn find(&self, text: &str) -> Vec<Found> {
-        self.find_from(text, 0)
+        match self.scan(text, 0, text.len()) {
+            Scan::Blocked(found) => vec![found],
+            Scan::Clean { found, .. } => found,
+        }
     }
 
-    /// The matches that start at or after `from`; the text before it is context only.
-    pub fn find_from(&self, text: &str, from: usize) -> Vec<Found> {
+    /// The matches that start at or after `from` and before `limit` (the text before `from`
+    /// is context only). `settled` may lie past `limit`: a match or a skipped run that starts
+    /// before it can reach beyond, and every pass has then looked at all that starts before
+    /// `settled`. Scanning on from `settled` finds exactly what scanning the whole text would.
+    pub fn scan(&self, text: &str, from: usize, limit: usize) -> Scan {
+        let mut before = limit.min(text.len());
+        let mut at = vec![from; self.passes.len()];
         let mut found = Vec::new();
-        let mut at = from;
-        while at < text.len() {
-            let input = Input::new(text).range(at..).anchored(Anchored::No);
-            let Some(m) = self.regex.search(&input) else {
+        loop {
+            let end = (before + self.longest + LOOKAHEAD).min(text.len());
+            let mut reach = before;
+            for (i, pass) in self.passes.iter().enumerate() {
+                let (next, r) = pass.scan(text, at[i], before, end, &mut found);
+                at[i] = next;
+                reach = reach.max(r);
+            }
+            if reach <= before {
                 break;
+            }
+            before = reach;
+        }
+        if let Some(first) = found
+            .iter()
+            .filter(|f| self.action(f) == Action::Block)
+            .min_by_key(|f| f.start)
+        {
+            return Scan::Blocked(first.clone());
+        }
+        found.sort_by_key(|f| (f.start, std::cmp::Reverse(f.end)));
+        let mut kept: Vec<Found> = Vec::with_capacity(found.len());
+        for f in found {
+            if kept.last().is_none_or(|k| f.start >= k.end) {
+                kept.push(f);
+            }
+        }
+        Scan::Clean {
+            found: kept,
+            settled: before,
+        }
+    }
+
+    pub fn action(&self, f: &Found) -> Action {
+        self.guards[f.guard].action
+    }
+}
+
+impl Pass {
+    /// Looks at the candidates that start in `[at, before)`, searching no further than `end`
+    /// (room for the longest match from before `before`); those that pass their check go to
+    /// `found`. Returns where to go on from and how far what it consumed reaches.
+    fn scan(
+        &self,
+        text: &str,
+        mut at: usize,
+        before: usize,
+        end: usize,
+        found: &mut Vec<Found>,
+    ) -> (usize, usize) {
+        let mut reach = before;
+        while at < before {
+            let input = Input::new(text).range(at..end).anchored(Anchored::No);
+            let Some(m) = self.regex.search(&input) else {
+                return (before, reach);
             };
-            let tag = &self.tags[m.pattern().as_usize()];
-            let span = &text[m.start()..m.end()];
+            if m.start() >= before {
+                return (before, reach);
+            }
             if m.is_empty() {
                 at = next_char(text, m.end());
                 continue;
             }
-            if passes(tag.check, span) {
+            let tag = &self.tags[m.pattern().as_usize()];
+            if passes(tag.check, &text[m.start()..m.end()]) {
                 found.push(Found {
                     guard: tag.guard,
                     label: tag.label,
@@ -218,18 +318,15 @@ impl Detector {
                     end: m.end(),
                 });
                 at = m.end();
-            } else if tag.check == Check::Entropy {
-                // No part of a run that is not random is a secret (a UUID's tail, say).
+                reach = reach.max(at);
+            } else if self.skip_failed {
                 at = m.end();
+                reach = reach.max(at);
             } else {
                 at = next_char(text, m.start());
             }
         }
-        found
-    }
-
-    pub fn action(&self, f: &Found) -> Action {
-        self.guards[f.guard].action
+        (at, reach)
     }
 }
 

@@ -262,3 +262,104 @@ fn business_prose_with_near_misses_matches_nothing() {
         nothing else changed this week.";
     assert!(labels(&d, text).is_empty(), "{:?}", labels(&d, text));
 }
+
+fn guards(list: Vec<(&str, Action, Finds)>) -> Arc<Detector> {
+    let specs = list
+        .into_iter()
+        .map(|(id, action, finds)| GuardSpec {
+            id: id.into(),
+            name: id.into(),
+            action,
+            finds,
+        })
+        .collect();
+    Arc::new(Detector::compile(specs).unwrap().unwrap())
+}
+
+#[test]
+fn a_run_that_is_not_random_hides_no_other_match() {
+    let d = guards(vec![
+        ("s", Action::Redact, Finds::Secrets),
+        (
+            "k",
+            Action::Block,
+            Finds::Keywords {
+                words: vec!["customer-list".into()],
+                case_sensitive: false,
+            },
+        ),
+    ]);
+    let found = d.find("see docs/internal/customer-list/export today");
+    assert_eq!(found.len(), 1);
+    assert_eq!(d.action(&found[0]), Action::Block);
+    let d = guards(vec![("s", Action::Block, Finds::Secrets)]);
+    let text = "aaaaaaaaaaaaaaaaaaaa=AKIA2E0A8F3B244C9986";
+    assert_eq!(
+        labels(&d, text),
+        [("secret", "AKIA2E0A8F3B244C9986".to_string())]
+    );
+}
+
+#[test]
+fn a_block_inside_a_redaction_still_blocks() {
+    let d = guards(vec![
+        ("mail", Action::Redact, Finds::Pii(vec![Pii::Email])),
+        (
+            "word",
+            Action::Block,
+            Finds::Keywords {
+                words: vec!["example".into()],
+                case_sensitive: false,
+            },
+        ),
+    ]);
+    let found = d.find("write to ana@example.com");
+    assert_eq!(d.action(&found[0]), Action::Block);
+}
+
+#[test]
+fn a_stream_blocks_what_the_whole_text_blocks_after_long_runs() {
+    let d = guards(vec![
+        ("s", Action::Redact, Finds::Secrets),
+        (
+            "w",
+            Action::Block,
+            Finds::Patterns(vec!["SECRETWORD".into()]),
+        ),
+    ]);
+    let text = format!("{}-{}SECRETWORD", "a".repeat(100), "a".repeat(169));
+    assert!(!d.find(&text).is_empty());
+    for cut in (1..text.len()).step_by(7) {
+        for window in [0, 16, 300] {
+            assert!(
+                stream(&d, &text, &[cut], window).is_err(),
+                "cut {cut}, window {window}"
+            );
+        }
+    }
+}
+
+fn noisy() -> impl Strategy<Value = (String, Vec<usize>, usize)> {
+    (
+        "[a-zA-Z0-9=/+ .@-]{0,300}",
+        proptest::collection::vec(0usize..300, 0..12),
+        0usize..64,
+    )
+        .prop_map(|(text, mut cuts, window)| {
+            cuts.sort_unstable();
+            (text, cuts, window)
+        })
+}
+
+proptest! {
+    #[test]
+    fn a_stream_of_noise_redacts_as_the_whole_text_does((text, cuts, window) in noisy()) {
+        let d = guards(vec![
+            ("s", Action::Redact, Finds::Secrets),
+            ("p", Action::Redact, Finds::Pii(Vec::new())),
+            ("w", Action::Redact, Finds::Keywords { words: vec!["a-b".into(), "x9".into()], case_sensitive: false }),
+        ]);
+        let whole = redact(&text, &d.find(&text));
+        prop_assert_eq!(stream(&d, &text, &cuts, window).unwrap(), whole);
+    }
+}

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::detect::{redact, Action, Detector, Found};
+use super::detect::{redact, Detector, Found, Scan};
 
 /// A `block` guard matched: nothing more may be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,24 +71,16 @@ impl StreamGuard {
     }
 
     /// Acts on the matches that start before `limit` (complete by construction) and
-    /// releases the text up to `limit`, or to the end of a match that crosses it.
+    /// releases the text up to where the scan settled: `limit`, or the end of a match or
+    /// skipped run that crosses it.
     fn release(&mut self, limit: usize) -> Result<String, Blocked> {
-        let found: Vec<Found> = self
-            .detector
-            .find_from(&self.text, self.held)
-            .into_iter()
-            .take_while(|f| f.start < limit)
-            .collect();
-        if let Some(f) = found
-            .iter()
-            .find(|f| self.detector.action(f) == Action::Block)
-        {
-            return Err(Blocked(f.clone()));
-        }
+        let (found, upto) = match self.detector.scan(&self.text, self.held, limit) {
+            Scan::Blocked(f) => return Err(Blocked(f)),
+            Scan::Clean { found, settled } => (found, settled),
+        };
         for f in &found {
             self.hits[f.guard] += 1;
         }
-        let upto = found.last().map_or(limit, |f| f.end.max(limit));
         let shifted: Vec<Found> = found
             .into_iter()
             .map(|f| Found {
