@@ -298,7 +298,6 @@ async fn call(
     .map_err(|d| RpcError::denied(&d, rc.request_id))?;
     let extra = list::actas_headers(entry, rc)
         .map_err(|why| RpcError::gateway(why, "actas_required", rc.request_id))?;
-    let resource = audit::resource("tool", &entry.id, name);
     let mut arguments = params
         .get("arguments")
         .cloned()
@@ -310,7 +309,7 @@ async fn call(
         tool,
         GuardStage::ToolArguments,
         &mut arguments,
-        &resource,
+        name,
         guards,
     )
     .map_err(|f| guard::refusal(&f, rc.request_id))?;
@@ -335,7 +334,7 @@ async fn call(
                 tool,
                 GuardStage::ToolResult,
                 &mut result,
-                &resource,
+                name,
                 guards,
             )
             .map_err(|f| guard::refusal(&f, rc.request_id))?;
@@ -343,14 +342,18 @@ async fn call(
         }
         Err(upstream::UpstreamError::Rpc {
             code,
-            message,
-            data,
-        }) => Err(RpcError {
-            code,
-            message,
-            data,
-            denial: None,
-        }),
+            mut message,
+            mut data,
+        }) => {
+            guard::upstream_error(rc, entry, &mut message, &mut data)
+                .map_err(|f| guard::refusal(&f, rc.request_id))?;
+            Err(RpcError {
+                code,
+                message,
+                data,
+                denial: None,
+            })
+        }
         Err(e) => Err(RpcError::gateway(
             format!("{name}: {e}"),
             "upstream_error",

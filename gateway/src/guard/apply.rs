@@ -111,13 +111,15 @@ impl Tally {
         Ok(Some(redact(text, &found)))
     }
 
-    /// Every string value in `value` guarded in place (object keys are names, not content);
-    /// whether anything was redacted.
+    /// Data an agent or tool supplied (arguments, structured results), guarded in place:
+    /// every string, number and object key; whether anything was redacted (a redacted number
+    /// becomes a string).
     pub fn json(&mut self, value: &mut Value) -> Result<bool, Filtered> {
         match value {
-            Value::String(s) => match self.text(s)? {
+            Value::String(s) => self.string(s),
+            Value::Number(n) => match self.text(&n.to_string())? {
                 Some(redacted) => {
-                    *s = redacted;
+                    *value = Value::String(redacted);
                     Ok(true)
                 }
                 None => Ok(false),
@@ -131,12 +133,77 @@ impl Tally {
             }
             Value::Object(map) => {
                 let mut changed = false;
+                let keys: Vec<String> = map.keys().cloned().collect();
+                for key in keys {
+                    if let Some(renamed) = self.text(&key)? {
+                        if let Some(item) = map.remove(&key) {
+                            map.insert(renamed, item);
+                        }
+                        changed = true;
+                    }
+                }
                 for item in map.values_mut() {
                     changed |= self.json(item)?;
                 }
                 Ok(changed)
             }
             _ => Ok(false),
+        }
+    }
+
+    /// An API message (a reply, a stream event) guarded in place, denying by default: every
+    /// string and number but the envelope's bookkeeping ([`ENVELOPE`]); tool-call arguments
+    /// and inputs as [`Tally::json`]. Log probabilities are dropped: they spell the text out
+    /// token by token.
+    pub fn message(&mut self, value: &mut Value) -> Result<bool, Filtered> {
+        match value {
+            Value::Object(map) => {
+                let mut changed = map.remove("logprobs").is_some_and(|l| !l.is_null());
+                for (key, item) in map.iter_mut() {
+                    if ENVELOPE.contains(&key.as_str()) {
+                        continue;
+                    }
+                    changed |= match (key.as_str(), item) {
+                        ("arguments", Value::String(args)) => self.arguments(args)?,
+                        ("arguments" | "input", item) => self.json(item)?,
+                        (_, item) => self.message(item)?,
+                    };
+                }
+                Ok(changed)
+            }
+            Value::Array(items) => {
+                let mut changed = false;
+                for item in items {
+                    changed |= self.message(item)?;
+                }
+                Ok(changed)
+            }
+            other => self.json(other),
+        }
+    }
+
+    /// Tool-call arguments as OpenAI sends them, a JSON text: guarded as JSON so they stay
+    /// valid JSON; text that is not JSON is guarded as it is.
+    pub fn arguments(&mut self, args: &mut String) -> Result<bool, Filtered> {
+        match serde_json::from_str::<Value>(args) {
+            Ok(mut parsed) => {
+                let changed = self.json(&mut parsed)?;
+                if changed {
+                    *args = parsed.to_string();
+                }
+                Ok(changed)
+            }
+            Err(_) => self.string(args),
+        }
+    }
+
+    fn string(&mut self, s: &mut String) -> Result<bool, Filtered> {
+        match self.text(s)? {
+            Some(redacted) => {
+                *s = redacted;
+                Ok(true)
+            }
+            None => Ok(false),
         }
     }
 
@@ -205,6 +272,30 @@ impl Outcome<'_> {
         e
     }
 }
+
+/// Fields of API messages that are bookkeeping, not content: ids, names, types, roles,
+/// reasons, counts, signatures and encoded media.
+const ENVELOPE: &[&str] = &[
+    "id",
+    "object",
+    "model",
+    "created",
+    "system_fingerprint",
+    "service_tier",
+    "usage",
+    "type",
+    "role",
+    "index",
+    "name",
+    "finish_reason",
+    "stop_reason",
+    "stop_sequence",
+    "signature",
+    "tool_call_id",
+    "tool_use_id",
+    "media_type",
+    "data",
+];
 
 /// What the guards did to one call, at every stage, for its `model.call` or `tool.call` event.
 #[derive(Default)]

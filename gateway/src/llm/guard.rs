@@ -13,36 +13,22 @@ use serde_json::Value;
 use crate::error::Shape;
 use crate::guard::{Filtered, Tally};
 
-/// A whole reply guarded: the body to send, unchanged when nothing was redacted.
-pub fn whole(shape: Shape, body: Bytes, tally: &mut Tally) -> Result<Bytes, Filtered> {
+/// A whole reply guarded: the body to send, unchanged when nothing was redacted. Every
+/// field of the reply but its bookkeeping is guarded ([`Tally::message`]), whatever the shape.
+pub fn whole(body: Bytes, tally: &mut Tally) -> Result<Bytes, Filtered> {
     let Ok(mut reply) = serde_json::from_slice::<Value>(&body) else {
         // Not JSON (a `custom` upstream's own format): guarded as text.
         let text = String::from_utf8_lossy(&body);
         return Ok(tally.text(&text)?.map_or(body.clone(), Bytes::from));
     };
-    let changed = match shape {
-        Shape::OpenAi => openai_reply(&mut reply, tally)?,
-        Shape::Anthropic => anthropic_content(reply.get_mut("content"), tally)?,
-        Shape::JsonRpc => tally.json(&mut reply)?,
-    };
-    Ok(if changed {
+    Ok(if tally.message(&mut reply)? {
         Bytes::from(serde_json::to_vec(&reply).unwrap_or_default())
     } else {
         body
     })
 }
 
-/// OpenAI's `choices[].message`: content, refusal, reasoning and tool-call arguments.
-fn openai_reply(reply: &mut Value, tally: &mut Tally) -> Result<bool, Filtered> {
-    let mut changed = false;
-    for choice in array(reply.get_mut("choices")) {
-        if let Some(message) = choice.get_mut("message") {
-            changed |= openai_message(message, tally)?;
-        }
-    }
-    Ok(changed)
-}
-
+/// OpenAI's message: content, refusal, reasoning and tool-call arguments.
 fn openai_message(message: &mut Value, tally: &mut Tally) -> Result<bool, Filtered> {
     let mut changed = false;
     for field in ["content", "refusal", "reasoning_content"] {
@@ -54,7 +40,7 @@ fn openai_message(message: &mut Value, tally: &mut Tally) -> Result<bool, Filter
     }
     for call in array(message.get_mut("tool_calls")) {
         if let Some(Value::String(args)) = call.pointer_mut("/function/arguments") {
-            changed |= arguments(args, tally)?;
+            changed |= tally.arguments(args)?;
         }
     }
     Ok(changed)
@@ -97,27 +83,6 @@ fn anthropic_content(content: Option<&mut Value>, tally: &mut Tally) -> Result<b
         }
     }
     Ok(changed)
-}
-
-/// Tool-call arguments as OpenAI sends them, a JSON text: each string value guarded so the
-/// arguments stay valid JSON; text that is not JSON is guarded as it is.
-pub fn arguments(args: &mut String, tally: &mut Tally) -> Result<bool, Filtered> {
-    match serde_json::from_str::<Value>(args) {
-        Ok(mut parsed) => {
-            let changed = tally.json(&mut parsed)?;
-            if changed {
-                *args = parsed.to_string();
-            }
-            Ok(changed)
-        }
-        Err(_) => Ok(match tally.text(args)? {
-            Some(redacted) => {
-                *args = redacted;
-                true
-            }
-            None => false,
-        }),
-    }
 }
 
 /// What the caller sends a model, guarded in place: the messages (and Anthropic's `system`)

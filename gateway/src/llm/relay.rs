@@ -44,8 +44,10 @@ pub struct Guarded {
 }
 
 impl Guarded {
-    fn of(tally: Tally, sent_before_block: bool) -> Self {
-        let delivered = match (tally.blocked, sent_before_block, tally.matched()) {
+    /// `sent`: whether guarded text went out; `complete`: whether the answer was relayed
+    /// to its end.
+    fn of(tally: Tally, sent: bool, complete: bool) -> Self {
+        let delivered = match (tally.blocked || !complete, sent, tally.matched()) {
             (true, true, _) => "partial",
             (true, false, _) => "nothing",
             (false, _, true) => "redacted",
@@ -130,17 +132,14 @@ impl Relay<'_> {
             .guard
             .clone()
             .map(|d| Tally::new(GuardStage::LlmOutput, d));
-        let body = match tally
-            .as_mut()
-            .map(|t| guard::whole(self.plan.caller, body.clone(), t))
-        {
+        let body = match tally.as_mut().map(|t| guard::whole(body.clone(), t)) {
             None => body,
             Some(Ok(guarded)) => guarded,
             Some(Err(filtered)) => {
                 return Relayed {
                     usage,
                     failure: Some(GatewayError::Filtered(filtered)),
-                    guarded: tally.map(|t| Guarded::of(t, false)),
+                    guarded: tally.map(|t| Guarded::of(t, false, true)),
                 }
             }
         };
@@ -156,10 +155,11 @@ impl Relay<'_> {
         .await
         .err()
         .map(|e| GatewayError::Internal(format!("writing the response: {e}")));
+        let guarded = tally.map(|t| Guarded::of(t, false, failure.is_none()));
         Relayed {
             usage,
             failure,
-            guarded: tally.map(|t| Guarded::of(t, false)),
+            guarded,
         }
     }
 
@@ -231,7 +231,7 @@ impl Relay<'_> {
                 return Relayed {
                     usage: translator.usage(),
                     failure: None,
-                    guarded: guards.map(|(f, t)| finished(f, t)),
+                    guarded: guards.map(|(f, t)| finished(f, t, false)),
                 };
             }
         };
@@ -243,6 +243,7 @@ impl Relay<'_> {
             }
         }
         let end = self.end(end, &mut translator, &mut guards, &mut out);
+        let complete = matches!(end, End::Done);
         let last = (!out.is_empty()).then(|| join(&mut out));
         if let Err(e) = session.write_response_body(last, true).await {
             tracing::debug!(request_id, error = %e, "Could not finish the stream.");
@@ -253,7 +254,7 @@ impl Relay<'_> {
                 End::Filtered(f) => Some(GatewayError::Filtered(f)),
                 _ => None,
             },
-            guarded: guards.map(|(f, t)| finished(f, t)),
+            guarded: guards.map(|(f, t)| finished(f, t, complete)),
         }
     }
 
@@ -286,7 +287,10 @@ impl Relay<'_> {
                 tracing::warn!(request_id = self.rc.request_id, model = %self.model.name, why, "Upstream stream ended early.");
                 self.broke_off(translator, why, out);
                 // Held text is not released after the error event.
-                let _ = guard_events(guards, out);
+                if let Err(filtered) = guard_events(guards, out) {
+                    out.push(filtered_event(self.plan.caller, &filtered));
+                    return End::Filtered(filtered);
+                }
             }
             End::Filtered(filtered) => {
                 tracing::info!(request_id = self.rc.request_id, model = %self.model.name, %filtered, "A guard stopped the stream.");
@@ -329,9 +333,9 @@ fn guard_events(
     Ok(())
 }
 
-fn finished(filter: StreamFilter, mut tally: Tally) -> Guarded {
+fn finished(filter: StreamFilter, mut tally: Tally, complete: bool) -> Guarded {
     filter.count(&mut tally);
-    Guarded::of(tally, filter.sent)
+    Guarded::of(tally, filter.sent, complete)
 }
 
 /// The error event that ends a stream a guard stopped, in the caller's shape.

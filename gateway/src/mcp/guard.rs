@@ -5,7 +5,6 @@
 //! on.
 
 use portcullis_shared::api::guards::{GuardAction as Action, GuardKind, GuardStage};
-use portcullis_shared::audit::ResourceRef;
 use portcullis_shared::guard::schema::{SchemaGuard, REDACTED};
 use serde_json::{json, Value};
 
@@ -15,8 +14,8 @@ use crate::request::RequestCtx;
 use crate::snapshot::ToolEntry;
 use crate::Gateway;
 
-/// Guards `value` at `stage` when guards of the stage apply to the connection; `resource` is
-/// the tool called, `operation` its name on the connection.
+/// Guards `value` at `stage` when guards of the stage apply to the connection; `name` is the
+/// tool called (`connection/operation`), `operation` its name on the connection.
 #[allow(clippy::too_many_arguments)]
 pub fn guard(
     gw: &Gateway,
@@ -25,7 +24,7 @@ pub fn guard(
     operation: &str,
     stage: GuardStage,
     value: &mut Value,
-    resource: &ResourceRef,
+    name: &str,
     log: &mut Log,
 ) -> Result<(), Filtered> {
     let guards = &rc.gateway.guards;
@@ -37,6 +36,7 @@ pub fn guard(
     if detector.is_none() && schemas.is_none() {
         return Ok(());
     }
+    let resource = &crate::audit::resource("tool", &entry.id, name);
     let mut matched = false;
     let mut outcome = Ok(());
     if let Some(detector) = detector {
@@ -143,26 +143,38 @@ fn text_blocks(result: &mut Value) -> impl Iterator<Item = &mut Value> {
         .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
 }
 
-/// A tool result's content: `text` of text blocks, the text of embedded resources, and
-/// `structuredContent`.
+/// A tool result's content, denying by default: every block but its bookkeeping and encoded
+/// media ([`Tally::message`]), and `structuredContent` whole.
 fn result(value: &mut Value, tally: &mut Tally) -> Result<bool, Filtered> {
     let mut changed = false;
-    if let Some(Value::Array(blocks)) = value.get_mut("content") {
-        for block in blocks {
-            let text = match block.get("type").and_then(Value::as_str) {
-                Some("text") => block.get_mut("text"),
-                Some("resource") => block.pointer_mut("/resource/text"),
-                _ => None,
-            };
-            if let Some(text) = text {
-                changed |= tally.json(text)?;
-            }
-        }
+    if let Some(content) = value.get_mut("content") {
+        changed |= tally.message(content)?;
     }
     if let Some(structured) = value.get_mut("structuredContent") {
         changed |= tally.json(structured)?;
     }
     Ok(changed)
+}
+
+/// An upstream's JSON-RPC error passed on to the caller carries the tool's words too: its
+/// message and data go through the connection's result guards (text only).
+pub fn upstream_error(
+    rc: &RequestCtx<'_>,
+    entry: &ToolEntry,
+    message: &mut String,
+    data: &mut Option<Value>,
+) -> Result<(), Filtered> {
+    let Some(detector) = rc.gateway.guards.tool(GuardStage::ToolResult, &entry.id) else {
+        return Ok(());
+    };
+    let mut tally = Tally::new(GuardStage::ToolResult, detector.clone());
+    if let Some(redacted) = tally.text(message)? {
+        *message = redacted;
+    }
+    if let Some(data) = data {
+        tally.message(data)?;
+    }
+    Ok(())
 }
 
 /// The JSON-RPC error of a call a guard stopped.

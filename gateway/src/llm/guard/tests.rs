@@ -190,10 +190,13 @@ fn openai_tool_arguments_are_guarded_whole_and_stay_json() {
         .collect();
     let parsed: Value = serde_json::from_str(&joined).unwrap();
     assert_eq!(parsed, json!({"to": "[REDACTED:email]", "note": "ok"}));
-    assert_eq!(
-        sent[0]["choices"][0]["delta"]["tool_calls"][0]["id"],
-        "call_1"
-    );
+    let calls: Vec<&Value> = sent
+        .iter()
+        .filter_map(|c| c.pointer("/choices/0/delta/tool_calls/0"))
+        .collect();
+    assert_eq!(calls.len(), 1, "the call goes whole, once: {sent:?}");
+    assert_eq!(calls[0]["id"], "call_1");
+    assert_eq!(calls[0]["function"]["name"], "send");
 }
 
 #[test]
@@ -264,8 +267,7 @@ fn whole_replies_are_redacted_or_refused_in_each_shape() {
             "arguments": "{\"email\":\"x@example.com\"}"}}]}}]});
     let body = Bytes::from(reply.to_string());
     let mut t = tally(&d, GuardStage::LlmOutput);
-    let got: Value =
-        serde_json::from_slice(&super::whole(Shape::OpenAi, body, &mut t).unwrap()).unwrap();
+    let got: Value = serde_json::from_slice(&super::whole(body, &mut t).unwrap()).unwrap();
     assert_eq!(
         got["choices"][0]["message"]["content"],
         "card [REDACTED:card_number]"
@@ -282,7 +284,7 @@ fn whole_replies_are_redacted_or_refused_in_each_shape() {
     let clean = Bytes::from(r#"{"content":[{"type":"text","text":"nothing here"}]}"#);
     let mut t = tally(&d, GuardStage::LlmOutput);
     assert_eq!(
-        super::whole(Shape::Anthropic, clean.clone(), &mut t).unwrap(),
+        super::whole(clean.clone(), &mut t).unwrap(),
         clean,
         "sent as it came"
     );
@@ -291,7 +293,7 @@ fn whole_replies_are_redacted_or_refused_in_each_shape() {
     let body =
         Bytes::from(json!({"content": [{"type": "text", "text": "project FALCON"}]}).to_string());
     let mut t = tally(&blocked, GuardStage::LlmOutput);
-    let err = super::whole(Shape::Anthropic, body, &mut t).unwrap_err();
+    let err = super::whole(body, &mut t).unwrap_err();
     assert_eq!(err.code(), "output_filtered");
     assert!(!err.to_string().to_lowercase().contains("falcon"), "{err}");
 }
@@ -314,4 +316,102 @@ fn input_guards_see_messages_and_system_but_not_roles_or_images() {
         "falcon"
     );
     assert_eq!(body["messages"][0]["role"], "user");
+}
+
+#[test]
+fn text_and_finish_keep_their_order_and_the_usage_chunk_survives() {
+    let d = detector(Action::Redact);
+    let usage = json!({"id": "c1", "object": "chat.completion.chunk", "choices": [],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}});
+    let events = vec![
+        openai_chunk(json!({"role": "assistant", "content": ""}), None),
+        openai_chunk(json!({"reasoning_content": "thinking it over"}), None),
+        openai_chunk(json!({"content": "0123456789"}), None),
+        openai_chunk(json!({"content": "ABCDEF"}), Some("stop")),
+        Bytes::from(format!("data: {usage}\n\n")),
+    ];
+    let (sent, stopped, _) = run(Shape::OpenAi, &d, 0, events);
+    assert!(!stopped);
+    assert_eq!(openai_text(&sent), "0123456789ABCDEF");
+    let reasoning: String = sent
+        .iter()
+        .filter_map(|c| c.pointer("/choices/0/delta/reasoning_content"))
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(reasoning, "thinking it over");
+    let finish = sent
+        .iter()
+        .position(|c| c["choices"][0]["finish_reason"] == "stop")
+        .unwrap();
+    let last_text = sent
+        .iter()
+        .rposition(|c| c.pointer("/choices/0/delta/content").is_some())
+        .unwrap();
+    assert!(last_text < finish, "text after the finish: {sent:?}");
+    assert_eq!(sent.last().unwrap()["usage"]["total_tokens"], 7, "{sent:?}");
+}
+
+#[test]
+fn two_calls_in_one_chunk_go_whole_in_order() {
+    let d = detector(Action::Redact);
+    let call = |i: u64, id: &str| {
+        json!({"index": i, "id": id, "type": "function",
+            "function": {"name": "f", "arguments": "{\"x\":1}"}})
+    };
+    let events = vec![
+        openai_chunk(json!({"tool_calls": [call(0, "a"), call(1, "b")]}), None),
+        openai_chunk(json!({}), Some("tool_calls")),
+    ];
+    let (sent, _, _) = run(Shape::OpenAi, &d, 0, events);
+    let ids: Vec<&str> = sent
+        .iter()
+        .filter_map(|c| c.pointer("/choices/0/delta/tool_calls/0/id"))
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(
+        sent.last().unwrap()["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
+}
+
+#[test]
+fn text_outside_the_windows_is_still_guarded_and_logprobs_are_dropped() {
+    let d = detector(Action::Block);
+    let event = |chunk: &Value| Bytes::from(format!("data: {chunk}\n\n"));
+    let mut chunk = json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0,
+        "delta": {"thinking_blocks": [{"type": "thinking", "thinking": "the word is Falcon",
+            "signature": "c2lnbmF0dXJl"}]}, "finish_reason": null}]});
+    assert!(
+        run(Shape::OpenAi, &d, 0, vec![event(&chunk)]).1,
+        "thinking blocks are content"
+    );
+    chunk["choices"][0]["delta"] = json!({"content": "hi"});
+    chunk["choices"][0]["logprobs"] = json!({"content": [{"token": "Falcon", "logprob": -0.1}]});
+    let (sent, stopped, _) = run(Shape::OpenAi, &d, 0, vec![event(&chunk)]);
+    assert!(!stopped);
+    assert!(
+        sent.iter()
+            .all(|c| c["choices"][0].get("logprobs").is_none()),
+        "{sent:?}"
+    );
+    let odd = Bytes::from("data: {\"token\": {\"text\": \"falcon\"}}\n\n");
+    assert!(
+        run(Shape::OpenAi, &d, 0, vec![odd]).1,
+        "an event of another shape is guarded whole"
+    );
+    let plain = Bytes::from("event: note\ndata: project falcon\n\n");
+    assert!(run(Shape::Anthropic, &d, 0, vec![plain]).1);
+}
+
+#[test]
+fn numbers_and_keys_in_arguments_are_guarded() {
+    let d = detector(Action::Redact);
+    let mut t = tally(&d, GuardStage::ToolArguments);
+    let mut args = json!({"card": 4111111111111111u64, "falcon": true});
+    assert!(t.json(&mut args).unwrap());
+    assert_eq!(
+        args,
+        json!({"card": "[REDACTED:card_number]", "[REDACTED:keyword]": true})
+    );
 }
