@@ -333,7 +333,8 @@ mod tests {
         for s in ["llm_output", "llm_input", "tool_result", "tool_arguments"] {
             assert_eq!(guard_stage(s).unwrap().as_str(), s);
         }
-        assert!(guard_kind("json_schema").unwrap_err().contains("secrets"));
+        assert_eq!(guard_kind("json_schema").unwrap().as_str(), "json_schema");
+        assert!(guard_kind("yaml").unwrap_err().contains("json_schema"));
         assert_eq!(guard_action("redact").unwrap().as_str(), "redact");
     }
 }
