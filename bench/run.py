@@ -62,6 +62,8 @@ def start(args, log_path, env=None):
 def call(base, key, op, body):
     agents = ("RegisterAgent", "UpdateAgent", "CreateAgentKey", "GetAgent", "ExchangeAgentKey")
     svc = "svc.agents.v1.AgentService" if op in agents else "svc.mgmt.v1.ManagementService"
+    if op.endswith("Guard"):
+        svc = "svc.rules.v1.RuleService"
     req = urllib.request.Request(f"{base}/{svc}/{op}", data=json.dumps(body).encode(),
                                  headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
     with urllib.request.urlopen(req) as r:

@@ -299,6 +299,9 @@ async fn tool_connections(
             secret_values: Secrets(secrets.unwrap_or_default()),
             write_tools: serde_json::from_str(&t.write_tools)
                 .map_err(|_| corrupt("write_tools"))?,
+            // Stored before classifications were checked, another shape classifies nothing.
+            field_classifications: serde_json::from_str(&t.field_classifications)
+                .unwrap_or_default(),
             catalog: catalog.remove(&t.id).unwrap_or_default(),
             fingerprint: format!("{}:{}", t.id, t.updated_at),
             connection_id: t.id,

@@ -123,6 +123,8 @@ pub struct ToolEntry {
     pub unavailable: Option<String>,
     /// Secret values, to scrub from error messages.
     pub secret_values: Vec<String>,
+    /// Classified fields of structured results: (field name or JSON pointer, class).
+    pub classified: Vec<(String, String)>,
 }
 
 #[derive(Clone)]

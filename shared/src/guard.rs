@@ -77,6 +77,25 @@ impl Finds {
     }
 }
 
+impl GuardSpec {
+    /// Whether the guard acts on a field of this class whole (a tool's
+    /// `field_classifications`): a guard covers its own name; a `pii` guard `pii` and the
+    /// types it finds; a `secrets` guard `secret`.
+    pub fn covers(&self, class: &str) -> bool {
+        if self.name == class {
+            return true;
+        }
+        match &self.finds {
+            Finds::Pii(types) => {
+                class == "pii"
+                    || Pii::parse(class).is_some_and(|t| types.is_empty() || types.contains(&t))
+            }
+            Finds::Secrets => class == "secret",
+            Finds::Patterns(_) | Finds::Keywords { .. } => false,
+        }
+    }
+}
+
 /// A guard as the detector needs it.
 #[derive(Debug, Clone)]
 pub struct GuardSpec {

@@ -215,6 +215,10 @@ pub struct SnapTool {
     pub credential_type: CredentialType,
     pub secret_values: Secrets,
     pub write_tools: Vec<String>,
+    /// Fields of structured results (a field name anywhere, or a JSON pointer with `*` for
+    /// every member) → their class, for guards that act on classified fields whole.
+    #[serde(default)]
+    pub field_classifications: BTreeMap<String, String>,
     /// Every operation in the catalog, with its status. Operations an upstream offers that are
     /// not listed here are not served until discovery records them.
     pub catalog: Vec<SnapCatalogEntry>,

@@ -55,8 +55,29 @@ fn write_tools(list: Option<Vec<String>>) -> ApiResult<String> {
     Ok(json_text(&list))
 }
 
+/// `field_classifications`: an object mapping a field of structured results (a name, or a
+/// JSON pointer with `*` for every member) to its class, which `tool_result` guards act on
+/// (DESIGN §16).
 fn classifications(value: Option<Value>) -> ApiResult<String> {
-    let text = json_text(&value.unwrap_or(Value::Null));
+    let value = value.unwrap_or(Value::Null);
+    let shape = "field_classifications maps fields of structured results to a class, e.g. \
+                 {\"ssn\": \"us_ssn\", \"/customers/*/email\": \"email\"}";
+    match &value {
+        Value::Null => {}
+        Value::Object(map) => {
+            for (field, class) in map {
+                let class = class.as_str().unwrap_or_default();
+                if field.is_empty() || field.len() > 512 || class.is_empty() || class.len() > 64 {
+                    return Err(crate::error::invalid(format!(
+                        "{shape}; '{field}' does not (a field of 1 to 512 characters, a class \
+                         of 1 to 64)"
+                    )));
+                }
+            }
+        }
+        _ => return Err(crate::error::invalid(shape)),
+    }
+    let text = json_text(&value);
     if text.len() > 64 * 1024 {
         return Err(crate::error::invalid(
             "field_classifications is larger than 64 KiB",

@@ -93,6 +93,22 @@ impl Tally {
         }
     }
 
+    /// Guard `guard` acts on a classified field whole: counted, and the failure when it
+    /// blocks.
+    pub fn field(&mut self, guard: usize) -> Result<(), Filtered> {
+        self.hits[guard] += 1;
+        let g = &self.detector.guards[guard];
+        if g.action == Action::Block {
+            self.blocked = true;
+            return Err(Filtered {
+                stage: self.stage,
+                guard: g.name.clone(),
+                label: "classified_field",
+            });
+        }
+        Ok(())
+    }
+
     /// `text` guarded: `None` when it may go as it is, the redacted text otherwise.
     pub fn text(&mut self, text: &str) -> Result<Option<String>, Filtered> {
         let found = self.detector.find(text);

@@ -8,6 +8,8 @@ use portcullis_shared::api::guards::{GuardAction as Action, GuardKind, GuardStag
 use portcullis_shared::guard::schema::{SchemaGuard, REDACTED};
 use serde_json::{json, Value};
 
+mod classified;
+
 use crate::error::RpcError;
 use crate::guard::{Filtered, Log, Outcome, Tally};
 use crate::request::RequestCtx;
@@ -42,7 +44,9 @@ pub fn guard(
     if let Some(detector) = detector {
         let mut tally = Tally::new(stage, detector.clone());
         let guarded = match stage {
-            GuardStage::ToolResult => result(value, &mut tally),
+            GuardStage::ToolResult => result(value, &mut tally).and_then(|changed| {
+                Ok(changed | classified::apply(&entry.classified, value, &mut tally)?)
+            }),
             _ => tally.json(value),
         };
         log.add(gw, rc, &tally, resource);

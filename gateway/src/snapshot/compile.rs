@@ -472,5 +472,10 @@ fn tool_entry(t: &portcullis_shared::snapshot::SnapTool) -> Result<ToolEntry, St
         fingerprint: t.fingerprint.clone(),
         unavailable,
         secret_values: scrub_list(secrets.values()),
+        classified: t
+            .field_classifications
+            .iter()
+            .map(|(field, class)| (field.clone(), class.clone()))
+            .collect(),
     })
 }

@@ -204,12 +204,16 @@ async fn tool_results_are_redacted_and_arguments_refused_through_the_mcp_sdk() {
     let server = Everything::http().await;
     m.attach(
         json!({"name": "everything", "protocol": "streamable-http", "auth_method": "none",
-        "protocol_config": {"url": server.url}}),
+        "protocol_config": {"url": server.url},
+        "field_classifications": {"conditions": "weather"}}),
     )
     .await;
     m.allow(&["everything/echo", "everything/get-structured-content"])
         .await;
     for guard in [
+        // Acts on fields classified `weather` whole (its own keyword never occurs).
+        json!({"name": "weather", "stage": "tool_result", "kind": "keywords", "action": "redact",
+            "config": {"keywords": ["tornado warning"]}}),
         json!({"name": "mild", "stage": "tool_result", "kind": "json_schema", "action": "block",
             "config": {"operations": ["get-structured-content"], "schema": {"type": "object",
                 "properties": {"temperature": {"type": "number", "maximum": 50}}}}}),
@@ -243,6 +247,11 @@ async fn tool_results_are_redacted_and_arguments_refused_through_the_mcp_sdk() {
     assert_eq!(refused["data"]["guard"], "falcon", "{out}");
     // A result that conforms to the schema goes as it came; one that does not, nowhere.
     assert_eq!(calls[2]["structuredContent"]["temperature"], 33, "{out}");
+    assert_eq!(
+        calls[2]["structuredContent"]["conditions"], "[REDACTED:weather]",
+        "{out}"
+    );
+    assert!(!calls[2].to_string().contains("Cloudy"), "{out}");
     assert_eq!(
         calls[3]["error"]["data"]["reason_code"], "output_filtered",
         "{out}"
@@ -337,4 +346,43 @@ async fn the_largest_of_the_workspace_model_and_request_windows_holds_the_stream
     w.gw.caught_up(&w.cp).await;
     let (_, chunks) = text_chunks(&w, &[]).await;
     assert_eq!(chunks, [redacted]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_can_treat_write_tools_apart() {
+    let m = Mcp::start().await;
+    let server = Everything::http().await;
+    m.attach(
+        json!({"name": "everything", "protocol": "streamable-http", "auth_method": "none",
+        "protocol_config": {"url": server.url}, "write_tools": ["get-sum"]}),
+    )
+    .await;
+    m.allow(&["everything/echo", "everything/get-sum"]).await;
+    m.cp.ok(
+        RULES,
+        "DeployRuleBundle",
+        m.cp.body(json!({"policies": "@id(\"no-writes\") forbid (principal, \
+            action == Svc::Action::\"mcp:call\", resource) when { resource.write };"})),
+    )
+    .await;
+    m.gw.caught_up(&m.cp).await;
+    let out = m
+        .sdk(&[
+            "everything/echo",
+            r#"{"message": "read"}"#,
+            "everything/get-sum",
+            r#"{"a": 1, "b": 2}"#,
+        ])
+        .await;
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["content"][0]["text"], "Echo: read", "{out}");
+    let denied = &calls[1]["error"]["data"];
+    assert_eq!(denied["reason_code"], "forbidden", "{out}");
+    assert!(
+        denied["determining_policy"]
+            .as_str()
+            .unwrap()
+            .ends_with("no-writes"),
+        "{out}"
+    );
 }
