@@ -161,6 +161,11 @@ def main():
     direct_url = f"http://{fake_addr}/v1/chat/completions"
     gw_url = f"http://{gw_addr}/gateways/{gid}/v1/chat/completions"
     results = {"machine": machine(), "duration": DURATION, "concurrency": CONCURRENCY, "rate": RATE}
+    if os.environ.get("PORTCULLIS_BENCH_ONLY") == "guards":
+        # Only the output-guard rows, for a quick before/after of the guard stage.
+        guarded(results, base, key, ws, gid, gw, gw_url, agent_key, tmp)
+        print("\n".join(extra_rows(results, {"p50_ms": 0})))
+        return
     results["direct_saturation"] = oha(direct_url, None, ["-c", str(CONCURRENCY)])
     before = cpu_seconds(gw.pid)
     perf = None

@@ -137,11 +137,52 @@ struct Pass {
     /// A candidate that fails its check is skipped whole (the entropy pass: no part of a run
     /// that is not random is a secret), not retried a character on.
     skip_failed: bool,
+    /// The block guards' patterns of this pass, to look inside a redacting match for a block
+    /// match it would hide (only when the pass mixes both actions).
+    blocks: Option<Box<Pass>>,
 }
 
-/// Every guard of a scope, compiled: block guards' patterns and redact guards' in separate
-/// passes (so a redaction never hides a block), each with the entropy candidate in a pass of
-/// its own (so skipping a run that is not random never hides another pattern's match).
+/// The patterns of the guards (of one action, or all with block guards' first), with or
+/// without the entropy candidate.
+fn tagged(
+    guards: &[GuardSpec],
+    entropy: bool,
+    only: Option<Action>,
+) -> Result<Tagged, CompileError> {
+    let mut order: Vec<usize> = (0..guards.len())
+        .filter(|&i| only.is_none_or(|a| guards[i].action == a))
+        .collect();
+    order.sort_by_key(|&i| guards[i].action != Action::Block);
+    let mut patterns = Vec::new();
+    let mut tags = Vec::new();
+    for i in order {
+        for (pattern, label, check) in patterns_of(&guards[i].finds)? {
+            // A pattern already listed (by a block guard, or an earlier guard of the same
+            // action) always matches first: a second copy could never win.
+            if (check == Check::Entropy) == entropy && !patterns.contains(&pattern) {
+                patterns.push(pattern);
+                tags.push(Tag {
+                    guard: i,
+                    label,
+                    check,
+                });
+            }
+        }
+    }
+    Ok((patterns, tags))
+}
+
+fn build(patterns: &[String]) -> Result<Regex, CompileError> {
+    Regex::builder()
+        .configure(Regex::config().utf8_empty(true))
+        .build_many(patterns)
+        .map_err(|e| CompileError(format!("the guards' patterns do not compile: {e}")))
+}
+
+/// Every guard of a scope, compiled: one pass over every pattern, block guards' first (so on
+/// the same text a block wins, and a block match inside a redacting one is looked for), and
+/// the entropy candidate in a pass of its own (so skipping a run that is not random never
+/// hides another pattern's match).
 pub struct Detector {
     passes: Vec<Pass>,
     pub guards: Vec<GuardSpec>,
@@ -170,28 +211,30 @@ pub const MAX_PATTERN_BYTES: usize = 8192;
 /// One UTF-8 character after a match, so `\b` at its end sees what follows.
 const LOOKAHEAD: usize = 4;
 
-const EMAIL: &str =
-    r"\b[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}\b";
-const PHONE: &str = r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{3}\)|\b\d{3})[ .-]?\d{3}[ .-]?\d{4}\b";
-const CARD: &str = r"\b\d(?:[ -]?\d){12,18}\b";
-const IBAN: &str = r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b";
-const SSN: &str = r"\b\d{3}-\d{2}-\d{4}\b";
+const EMAIL: &str = r"(?-u:(?-u:\b))[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}(?-u:(?-u:\b))";
+const PHONE: &str = r"(?:\+[0-9]{1,3}[ .-]?)?(?:\([0-9]{3}\)|(?-u:(?-u:\b))[0-9]{3})[ .-]?[0-9]{3}[ .-]?[0-9]{4}(?-u:(?-u:\b))";
+const CARD: &str = r"(?-u:(?-u:\b))[0-9](?:[ -]?[0-9]){12,18}(?-u:(?-u:\b))";
+const IBAN: &str = r"(?-u:(?-u:\b))[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}(?-u:(?-u:\b))";
+const SSN: &str = r"(?-u:(?-u:\b))[0-9]{3}-[0-9]{2}-[0-9]{4}(?-u:(?-u:\b))";
 
 /// Credential formats published by their issuers, then anything that looks random enough.
 /// Each is at most a few hundred bytes long, so a stream holds back little: the body of a
 /// private key block and the parts of a JWT are caught line by line as high-entropy text.
 const SECRETS: &[&str] = &[
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b",
-    r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b",
-    r"\bxox[abpors]-[A-Za-z0-9-]{10,250}",
-    r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,200}",
-    r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,128}\b",
-    r"\bAIza[0-9A-Za-z_-]{35}",
+    r"(?-u:(?-u:\b))(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:(?-u:\b))",
+    r"(?-u:(?-u:\b))gh[pousr]_[A-Za-z0-9]{36,255}(?-u:(?-u:\b))",
+    r"(?-u:(?-u:\b))github_pat_[A-Za-z0-9_]{22,255}(?-u:(?-u:\b))",
+    r"(?-u:(?-u:\b))xox[abpors]-[A-Za-z0-9-]{10,250}",
+    r"(?-u:(?-u:\b))sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,200}",
+    r"(?-u:(?-u:\b))(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,128}(?-u:(?-u:\b))",
+    r"(?-u:(?-u:\b))AIza[0-9A-Za-z_-]{35}",
     r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,2}PRIVATE KEY-----",
 ];
 /// A candidate for the entropy check: a long run of base64 or hex characters.
-const HIGH_ENTROPY: &str = r"\b[A-Za-z0-9+/_=-]{24,256}";
+const HIGH_ENTROPY: &str = r"(?-u:(?-u:\b))[A-Za-z0-9+/_=-]{24,256}";
+
+/// Patterns with their tags, block guards' first.
+type Tagged = (Vec<String>, Vec<Tag>);
 
 impl Detector {
     /// Compiles the guards of one scope; `None` when there are none.
@@ -199,46 +242,39 @@ impl Detector {
         if guards.is_empty() {
             return Ok(None);
         }
-        let mut passes = Vec::new();
         let mut longest = 0;
-        for action in [Action::Block, Action::Redact] {
-            for entropy in [false, true] {
-                let mut patterns = Vec::new();
-                let mut tags = Vec::new();
-                for (i, g) in guards
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, g)| g.action == action)
-                {
-                    for (pattern, label, check) in patterns_of(&g.finds)? {
-                        if (check == Check::Entropy) == entropy {
-                            patterns.push(pattern);
-                            tags.push(Tag {
-                                guard: i,
-                                label,
-                                check,
-                            });
-                        }
-                    }
-                }
-                if patterns.is_empty() {
-                    continue;
-                }
-                for p in &patterns {
-                    longest = longest.max(max_len(p)?);
-                }
-                let regex = Regex::builder()
-                    .configure(Regex::config().utf8_empty(true))
-                    .build_many(&patterns)
-                    .map_err(|e| {
-                        CompileError(format!("the guards' patterns do not compile: {e}"))
-                    })?;
-                passes.push(Pass {
-                    regex,
-                    tags,
-                    skip_failed: entropy,
-                });
+        let mut passes = Vec::new();
+        for entropy in [false, true] {
+            let (patterns, tags) = tagged(&guards, entropy, None)?;
+            if patterns.is_empty() {
+                continue;
             }
+            for p in &patterns {
+                longest = longest.max(max_len(p)?);
+            }
+            let mixed = tags
+                .iter()
+                .any(|t| guards[t.guard].action == Action::Redact)
+                && tags.iter().any(|t| guards[t.guard].action == Action::Block);
+            // Where a redacting match could start before a block match and hide it, the block
+            // patterns alone look inside each redacting match.
+            let blocks = if mixed && !entropy {
+                let (patterns, tags) = tagged(&guards, entropy, Some(Action::Block))?;
+                Some(Box::new(Pass {
+                    regex: build(&patterns)?,
+                    tags,
+                    skip_failed: false,
+                    blocks: None,
+                }))
+            } else {
+                None
+            };
+            passes.push(Pass {
+                regex: build(&patterns)?,
+                tags,
+                skip_failed: entropy,
+                blocks,
+            });
         }
         Ok(Some(Self {
             passes,
@@ -304,6 +340,19 @@ impl Detector {
 }
 
 impl Pass {
+    /// A match of these (block) patterns that starts inside `[start, end)`, if any.
+    fn inside(&self, text: &str, start: usize, end: usize, limit: usize, found: &mut Vec<Found>) {
+        let mut inner = Vec::new();
+        self.scan(
+            text,
+            next_char(text, start),
+            end,
+            limit.max(end),
+            &mut inner,
+        );
+        found.extend(inner.into_iter().take(1));
+    }
+
     /// Looks at the candidates that start in `[at, before)`, searching no further than `end`
     /// (room for the longest match from before `before`); those that pass their check go to
     /// `found`. Returns where to go on from and how far what it consumed reaches.
@@ -330,6 +379,9 @@ impl Pass {
             }
             let tag = &self.tags[m.pattern().as_usize()];
             if passes(tag.check, &text[m.start()..m.end()]) {
+                if let Some(blocks) = &self.blocks {
+                    blocks.inside(text, m.start(), m.end(), end, found);
+                }
                 found.push(Found {
                     guard: tag.guard,
                     label: tag.label,
@@ -418,18 +470,24 @@ fn patterns_of(finds: &Finds) -> Result<Vec<(String, &'static str, Check)>, Comp
 
 /// A keyword as a pattern: the literal, on word boundaries where it starts or ends with a
 /// word character.
+/// An ASCII keyword folds case and finds word boundaries the ASCII way, which keeps the
+/// automaton small (homoglyphs defeat keyword lists either way).
 fn keyword(word: &str, case_sensitive: bool) -> String {
     let word_char = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let ascii = word.is_ascii();
+    let boundary = if ascii { r"(?-u:\b)" } else { r"\b" };
     let mut p = String::new();
-    if !case_sensitive {
-        p.push_str("(?i)");
+    match (case_sensitive, ascii) {
+        (true, _) => {}
+        (false, true) => p.push_str("(?i-u)"),
+        (false, false) => p.push_str("(?i)"),
     }
     if word_char(word.chars().next()) {
-        p.push_str(r"\b");
+        p.push_str(boundary);
     }
     p.push_str(&regex_syntax::escape(word));
     if word_char(word.chars().last()) {
-        p.push_str(r"\b");
+        p.push_str(boundary);
     }
     p
 }
