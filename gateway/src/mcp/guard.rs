@@ -138,6 +138,7 @@ fn conform(schema: &SchemaGuard, result: &mut Value) -> usize {
     1
 }
 
+/// A result's text content blocks.
 fn text_blocks(result: &mut Value) -> impl Iterator<Item = &mut Value> {
     result
         .get_mut("content")

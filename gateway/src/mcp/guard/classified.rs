@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::text_blocks;
 use crate::guard::detect::Action;
 use crate::guard::{Filtered, Tally};
 
@@ -60,15 +61,6 @@ fn covering(tally: &Tally, class: &str) -> Option<usize> {
     let covers = |i: &usize| guards[*i].covers(class);
     let blocking = (0..guards.len()).find(|i| covers(i) && guards[*i].action == Action::Block);
     blocking.or_else(|| (0..guards.len()).find(covers))
-}
-
-fn text_blocks(result: &mut Value) -> impl Iterator<Item = &mut Value> {
-    result
-        .get_mut("content")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
 }
 
 /// Calls `act` on every value `field` names in `value`.
