@@ -112,7 +112,7 @@ async fn dispatch(
             if gw.audit.enabled() {
                 let latency = started.elapsed();
                 gw.audit
-                    .emit(call_event(rc, params, &outcome, latency, &guards));
+                    .emit(call_event(rc, params, &outcome, latency, guards));
             }
             outcome
         }
@@ -198,7 +198,7 @@ fn call_event(
     params: &Value,
     outcome: &Result<Value, RpcError>,
     latency: std::time::Duration,
-    guards: &crate::guard::Log,
+    guards: crate::guard::Log,
 ) -> portcullis_shared::audit::AuditEventV1 {
     use portcullis_shared::audit::{results, types};
     let name = params

@@ -85,28 +85,26 @@ impl Tally {
     /// The failure a `block` match means.
     pub fn stop(&mut self, found: &Found) -> Filtered {
         self.hits[found.guard] += 1;
-        self.blocked = true;
-        Filtered {
-            stage: self.stage,
-            guard: self.detector.guards[found.guard].name.clone(),
-            label: found.label,
-        }
+        self.block(found.guard, found.label)
     }
 
     /// Guard `guard` acts on a classified field whole: counted, and the failure when it
     /// blocks.
     pub fn field(&mut self, guard: usize) -> Result<(), Filtered> {
         self.hits[guard] += 1;
-        let g = &self.detector.guards[guard];
-        if g.action == Action::Block {
-            self.blocked = true;
-            return Err(Filtered {
-                stage: self.stage,
-                guard: g.name.clone(),
-                label: "classified_field",
-            });
+        match self.detector.guards[guard].action {
+            Action::Block => Err(self.block(guard, "classified_field")),
+            Action::Redact => Ok(()),
         }
-        Ok(())
+    }
+
+    fn block(&mut self, guard: usize, label: &'static str) -> Filtered {
+        self.blocked = true;
+        Filtered {
+            stage: self.stage,
+            guard: self.detector.guards[guard].name.clone(),
+            label,
+        }
     }
 
     /// `text` guarded: `None` when it may go as it is, the redacted text otherwise.
@@ -354,9 +352,9 @@ impl Log {
     }
 
     /// Writes `guards` and `delivered` into an event's payload.
-    pub fn write(&self, payload: &mut Value) {
+    pub fn write(self, payload: &mut Value) {
         if !self.records.is_empty() {
-            payload["guards"] = Value::Array(self.records.clone());
+            payload["guards"] = Value::Array(self.records);
         }
         if let Some(delivered) = self.delivered {
             payload["delivered"] = json!(delivered);

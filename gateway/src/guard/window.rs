@@ -46,11 +46,6 @@ impl StreamGuard {
         &self.hits
     }
 
-    /// Whether text is held back, waiting for more.
-    pub fn holding(&self) -> bool {
-        self.text.len() > self.held
-    }
-
     /// Takes the next piece of the stream; returns what may be sent now (often nothing).
     pub fn push(&mut self, chunk: &str) -> Result<String, Blocked> {
         self.text.push_str(chunk);

@@ -100,34 +100,14 @@ fn schema_outcome(schema: &SchemaGuard, parts: usize) -> Outcome<'_> {
 /// conform. A redacting guard replaces what does not conform. How many parts did not.
 fn conform(schema: &SchemaGuard, result: &mut Value) -> usize {
     let redact = schema.action == Action::Redact;
-    let check = |value: &mut Value| {
+    let mut check = |value: &mut Value| {
         if redact {
             schema.redact(value)
         } else {
             schema.violations(value).len()
         }
     };
-    let mut parts = 0;
-    let mut any_json = false;
-    if let Some(structured) = result.get_mut("structuredContent") {
-        any_json = true;
-        parts += check(structured);
-    }
-    for block in text_blocks(result) {
-        let Some(Value::String(text)) = block.get_mut("text") else {
-            continue;
-        };
-        let Ok(mut parsed) = serde_json::from_str::<Value>(text) else {
-            continue;
-        };
-        any_json = true;
-        let n = check(&mut parsed);
-        if n > 0 && redact {
-            *text = parsed.to_string();
-        }
-        parts += n;
-    }
-    if any_json {
+    if let Some(parts) = each_json(result, &mut check) {
         return parts;
     }
     if redact {
@@ -136,6 +116,30 @@ fn conform(schema: &SchemaGuard, result: &mut Value) -> usize {
         }
     }
     1
+}
+
+/// Runs `check` on a result's data as JSON: its `structuredContent` and each text block that
+/// holds JSON (tools send the same data both ways); a text block `check` counts parts in is
+/// written back. The parts counted, or `None` when the result holds no JSON.
+fn each_json(result: &mut Value, check: &mut dyn FnMut(&mut Value) -> usize) -> Option<usize> {
+    let mut parts = None;
+    if let Some(structured) = result.get_mut("structuredContent") {
+        parts = Some(check(structured));
+    }
+    for block in text_blocks(result) {
+        let Some(Value::String(text)) = block.get_mut("text") else {
+            continue;
+        };
+        let Ok(mut parsed) = serde_json::from_str::<Value>(text) else {
+            continue;
+        };
+        let n = check(&mut parsed);
+        if n > 0 {
+            *text = parsed.to_string();
+        }
+        parts = Some(parts.unwrap_or(0) + n);
+    }
+    parts
 }
 
 /// A result's text content blocks.

@@ -248,7 +248,12 @@ impl StreamFilter {
         }
         out.extend(before);
         if !kept.is_empty() || (finished.is_empty() && usage.is_some()) {
-            let mut now = chunk.clone();
+            // The chunk itself, unless finish chunks are still to be made from it.
+            let mut now = if finished.is_empty() {
+                std::mem::take(&mut chunk)
+            } else {
+                chunk.clone()
+            };
             now["choices"] = Value::Array(kept);
             if finished.is_empty() {
                 if let Some(usage) = &usage {

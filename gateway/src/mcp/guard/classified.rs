@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::text_blocks;
+use super::each_json;
 use crate::guard::detect::Action;
 use crate::guard::{Filtered, Tally};
 
@@ -23,31 +23,15 @@ pub fn apply(
             continue;
         };
         let redacted = Value::String(format!("[REDACTED:{class}]"));
-        let mut found = 0;
-        let mut act = |v: &mut Value| {
-            found += 1;
-            *v = redacted.clone();
-        };
-        if let Some(structured) = result.get_mut("structuredContent") {
-            each(structured, field, &mut act);
-        }
-        for block in text_blocks(result) {
-            let Some(Value::String(text)) = block.get_mut("text") else {
-                continue;
-            };
-            let Ok(mut parsed) = serde_json::from_str::<Value>(text) else {
-                continue;
-            };
-            let mut here = 0;
-            each(&mut parsed, field, &mut |v: &mut Value| {
-                here += 1;
-                act(v);
+        let found = each_json(result, &mut |data: &mut Value| {
+            let mut n = 0;
+            each(data, field, &mut |v: &mut Value| {
+                n += 1;
+                *v = redacted.clone();
             });
-            if here > 0 {
-                *text = parsed.to_string();
-            }
-        }
-        for _ in 0..found {
+            n
+        });
+        for _ in 0..found.unwrap_or(0) {
             tally.field(guard)?;
             changed = true;
         }
