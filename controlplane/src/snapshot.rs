@@ -217,8 +217,8 @@ pub async fn build(
         actas_min_method: ActAsStrength::parse(&workspace.actas_min_method)
             .ok_or_else(|| corrupt("workspace actas_min_method"))?,
         actas_providers: actas_providers(conn, cipher, ws).await?,
-        filter_window_bytes: u64::try_from(workspace.filter_window_bytes).unwrap_or_default(),
-        filter_window_tokens: u64::try_from(workspace.filter_window_tokens).unwrap_or_default(),
+        filter_window_bytes: workspace.filter_window().0,
+        filter_window_tokens: workspace.filter_window().1,
         guards: crate::store::guards::enabled(conn, ws)
             .await?
             .into_iter()

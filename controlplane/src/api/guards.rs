@@ -317,8 +317,9 @@ async fn update(ctx: Ctx, req: UpdateGuardRequest) -> ApiResult<GuardResponse> {
             resolve_scope(tx.conn(), &ws, scope).await?
         }
         None => {
-            let kept = stored.scope.clone().unwrap_or_default();
-            check_scope_stage(stage, &kept).map_err(|e| {
+            let everywhere = GuardScope::default();
+            let kept = stored.scope.as_ref().unwrap_or(&everywhere);
+            check_scope_stage(stage, kept).map_err(|e| {
                 invalid(format!(
                     "{e} (the stored scope; send a scope for the new stage)"
                 ))

@@ -361,3 +361,28 @@ async fn disconnect_oauth(ctx: Ctx, req: ToolConnectionIdRequest) -> ApiResult<E
     tx.commit().await?;
     Ok(Empty {})
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::classifications;
+
+    #[test]
+    fn field_classifications_map_fields_to_classes() {
+        let ok = json!({"ssn": "us_ssn", "/customers/*/email": "email"});
+        assert_eq!(classifications(Some(ok.clone())).unwrap(), ok.to_string());
+        assert_eq!(classifications(None).unwrap(), "null");
+        for bad in [
+            json!(["ssn"]),
+            json!({"ssn": ""}),
+            json!({"ssn": 5}),
+            json!({"": "pii"}),
+        ] {
+            let e = classifications(Some(bad.clone())).unwrap_err().to_string();
+            assert!(e.contains("maps fields"), "{bad}: {e}");
+        }
+    }
+}

@@ -59,11 +59,12 @@ async fn list_workspaces(
 }
 
 fn workspace_view(ws: workspaces::WorkspaceRow) -> ApiResult<Workspace> {
+    let (filter_window_bytes, filter_window_tokens) = ws.filter_window();
     Ok(Workspace {
         actas_min_method: ActAsStrength::parse(&ws.actas_min_method)
             .ok_or_else(|| views::corrupt("workspace actas_min_method"))?,
-        filter_window_bytes: u64::try_from(ws.filter_window_bytes).unwrap_or_default(),
-        filter_window_tokens: u64::try_from(ws.filter_window_tokens).unwrap_or_default(),
+        filter_window_bytes,
+        filter_window_tokens,
         workspace_id: ws.id,
         name: ws.name,
         plan: ws.plan,
@@ -97,10 +98,10 @@ async fn update_workspace(ctx: Ctx, req: UpdateWorkspaceRequest) -> ApiResult<Wo
     let ws = match (req.filter_window_bytes, req.filter_window_tokens) {
         (None, None) => ws,
         (bytes, tokens) => {
-            let stored = |v: i64| u64::try_from(v).unwrap_or_default();
+            let (stored_bytes, stored_tokens) = ws.filter_window();
             let (bytes, tokens) = super::models::rules::filter_window(
-                bytes.unwrap_or(stored(ws.filter_window_bytes)),
-                tokens.unwrap_or(stored(ws.filter_window_tokens)),
+                bytes.unwrap_or(stored_bytes),
+                tokens.unwrap_or(stored_tokens),
             )?;
             workspaces::set_filter_window(tx.conn(), &ws_id, bytes, tokens).await?;
             workspaces::WorkspaceRow {

@@ -14,6 +14,17 @@ pub struct WorkspaceRow {
     pub filter_window_tokens: i64,
 }
 
+impl WorkspaceRow {
+    /// The streamed-output filter window: (bytes, tokens).
+    pub fn filter_window(&self) -> (u64, u64) {
+        let read = |v: i64| u64::try_from(v).unwrap_or_default();
+        (
+            read(self.filter_window_bytes),
+            read(self.filter_window_tokens),
+        )
+    }
+}
+
 pub async fn insert_workspace(conn: &mut Conn, row: &WorkspaceRow) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO workspaces (id, name, plan, revision, created_at) VALUES ($1, $2, $3, $4, $5)",

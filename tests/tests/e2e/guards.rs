@@ -319,7 +319,8 @@ async fn updates_are_checked_whole(cp: &ControlPlane) {
     update(json!({"stage": "tool_result"}))
         .await
         .expect_error("invalid_argument", 400)
-        .mentions("scope.models");
+        .mentions("scope.models")
+        .mentions("send a scope for the new stage");
     update(json!({"stage": "tool_result", "scope": {"models": ["gpt"]}}))
         .await
         .expect_error("invalid_argument", 400)
