@@ -41,7 +41,7 @@ pub(crate) enum Step<'h> {
 pub(crate) fn identify<'h>(
     agent: &AgentEntry,
     header: Option<&'h [u8]>,
-    bound: Option<&ActAs>,
+    bound: Option<ActAs>,
     now_secs: i64,
 ) -> Result<Step<'h>, GatewayError> {
     let header = match (header, agent.actas_method) {
@@ -55,7 +55,7 @@ pub(crate) fn identify<'h>(
             ))
         }
         (None, Some(ActAsMethod::Bound)) if bound.is_some() => {
-            return Ok(Step::Done(bound.cloned().unwrap_or_default()))
+            return Ok(Step::Done(bound.unwrap_or_default()))
         }
         (None, _) if agent.actas_required => {
             return Err(refused(
@@ -134,7 +134,7 @@ pub async fn verify(
     agent: &AgentEntry,
     gateway_id: &str,
     header: Option<&[u8]>,
-    bound: Option<&ActAs>,
+    bound: Option<ActAs>,
 ) -> Result<ActAs, GatewayError> {
     let now = chrono::Utc::now().timestamp();
     let act_as = match identify(agent, header, bound, now)? {

@@ -258,7 +258,7 @@ mod fuzz {
 
     fn bearer() -> impl Strategy<Value = String> {
         let claims = any::<i64>().prop_map(|exp| {
-            serde_json::json!({"iss": "urn:portcullis:controlplane", "sub": "a",
+            serde_json::json!({"iss": portcullis_shared::snapshot::AGENT_TOKEN_ISSUER, "sub": "a",
                 "aud": "g", "iat": 0, "exp": exp, "jti": "j", "ws": "w"})
         });
         crate::fuzz::token_like(crate::fuzz::jwt_shaped(claims))

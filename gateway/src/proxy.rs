@@ -244,7 +244,7 @@ async fn dispatch(
         agent,
         &gateway.id,
         act_as_header.map(|v| v.as_bytes()),
-        caller.bound.as_ref(),
+        caller.bound,
     )
     .await
     .map_err(|e| refuse(Some(agent), e))?;

@@ -251,19 +251,13 @@ fn decoding_key(jwk: &Value) -> Option<(String, (DecodingKey, Option<Algorithm>)
     if jwk.get("use").and_then(Value::as_str) == Some("enc") {
         return None;
     }
-    if jwk
-        .get("alg")
-        .and_then(Value::as_str)
-        .is_some_and(|a| accepted_alg(a).is_none())
-    {
-        return None;
-    }
-    let parsed: jsonwebtoken::jwk::Jwk = serde_json::from_value(jwk.clone()).ok()?;
+    // A declared algorithm must be one the gateway accepts.
+    let alg = match jwk.get("alg").and_then(Value::as_str) {
+        Some(declared) => Some(accepted_alg(declared)?),
+        None => None,
+    };
+    let parsed = <jsonwebtoken::jwk::Jwk as serde::Deserialize>::deserialize(jwk).ok()?;
     let kid = parsed.common.key_id.clone()?;
-    let alg = jwk
-        .get("alg")
-        .and_then(Value::as_str)
-        .and_then(accepted_alg);
     let key = DecodingKey::from_jwk(&parsed).ok()?;
     Some((kid, (key, alg)))
 }
