@@ -44,6 +44,15 @@ fn up(dir: &Path) -> Spawned {
 
 /// `portcullis up` prints the admin key on its first start only, with where it is stored,
 /// whether or not its output is a terminal; so does the control plane alone.
+/// The CLI run in `dir` with `cp`'s URL and admin key in its environment.
+async fn as_admin(cp: &ControlPlane, dir: &Path, args: Vec<&str>) -> (i32, String, String) {
+    let env = [
+        ("PORTCULLIS_URL", cp.url.as_str()),
+        ("PORTCULLIS_KEY", cp.key.as_str()),
+    ];
+    cli(dir, &env, &args).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_key_is_printed_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -445,14 +454,7 @@ async fn errors_exit_non_zero_with_the_server_message() {
 async fn tool_commands() {
     let cp = ControlPlane::start(Backend::Sqlite).await;
     let dir = tempfile::tempdir().unwrap();
-    let env = [
-        ("PORTCULLIS_URL", cp.url.as_str()),
-        ("PORTCULLIS_KEY", cp.key.as_str()),
-    ];
-    let run = |args: Vec<&'static str>| {
-        let (dir, env) = (dir.path().to_path_buf(), env);
-        async move { cli(&dir, &env, &args).await }
-    };
+    let run = |args: Vec<&'static str>| as_admin(&cp, dir.path(), args);
     let (code, out, err) = run(vec![
         "tool",
         "add",
@@ -619,14 +621,7 @@ async fn act_as_commands() {
 async fn guard_commands() {
     let cp = ControlPlane::start(Backend::Sqlite).await;
     let dir = tempfile::tempdir().unwrap();
-    let env = [
-        ("PORTCULLIS_URL", cp.url.as_str()),
-        ("PORTCULLIS_KEY", cp.key.as_str()),
-    ];
-    let run = |args: Vec<&'static str>| {
-        let (dir, env) = (dir.path().to_path_buf(), env);
-        async move { cli(&dir, &env, &args).await }
-    };
+    let run = |args: Vec<&'static str>| as_admin(&cp, dir.path(), args);
     let (code, out, err) = run(vec![
         "guard",
         "create",
@@ -737,7 +732,8 @@ async fn guard_commands() {
     piped
         .current_dir(dir.path())
         .args(["guard", "test", "codename", "--sample", "-"])
-        .envs(env)
+        .env("PORTCULLIS_URL", &cp.url)
+        .env("PORTCULLIS_KEY", &cp.key)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped());
     let mut child = piped.spawn().unwrap();
