@@ -21,6 +21,19 @@ async fn control_plane_outage_does_not_interrupt_serving() {
             "the last snapshot keeps serving"
         );
     }
+    // The gateway writes its last-known-good snapshot just after it starts serving it; under
+    // load a restart can come first, and then there is nothing to start from.
+    let lkg = w.gw.data_dir.path().join("snapshot.lkg");
+    for _ in 0..200 {
+        if lkg.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        lkg.exists(),
+        "the gateway never wrote its last-known-good snapshot"
+    );
     w.gw.restart().await;
     w.gw.wait_ready().await;
     let r = w.chat("gpt").await;
