@@ -132,7 +132,7 @@ pub struct Found {
 
 /// One automaton over some of a scope's patterns.
 struct Pass {
-    regex: Regex,
+    engine: Engine,
     tags: Vec<Tag>,
     /// A candidate that fails its check is skipped whole (the entropy pass: no part of a run
     /// that is not random is a secret), not retried a character on.
@@ -172,11 +172,77 @@ fn tagged(
     Ok((patterns, tags))
 }
 
-fn build(patterns: &[String]) -> Result<Regex, CompileError> {
-    Regex::builder()
-        .configure(Regex::config().utf8_empty(true))
-        .build_many(patterns)
-        .map_err(|e| CompileError(format!("the guards' patterns do not compile: {e}")))
+/// What finds a pass's candidates.
+enum Engine {
+    /// A multi-pattern automaton.
+    Regex(Regex),
+    /// The entropy candidate alone ([`HIGH_ENTROPY`]), found by a byte scan: a table lookup
+    /// per byte instead of an automaton's transitions.
+    Runs,
+}
+
+impl Engine {
+    fn build(patterns: &[String]) -> Result<Self, CompileError> {
+        if patterns.len() == 1 && patterns[0] == HIGH_ENTROPY {
+            return Ok(Engine::Runs);
+        }
+        Regex::builder()
+            .configure(Regex::config().utf8_empty(true))
+            .build_many(patterns)
+            .map(Engine::Regex)
+            .map_err(|e| CompileError(format!("the guards' patterns do not compile: {e}")))
+    }
+
+    /// The leftmost-first match starting at or after `at` and ending by `end`: which pattern
+    /// and where. Look-around sees the whole text.
+    fn search(&self, text: &str, at: usize, end: usize) -> Option<(usize, usize, usize)> {
+        match self {
+            Engine::Regex(regex) => {
+                let input = Input::new(text).range(at..end).anchored(Anchored::No);
+                let m = regex.search(&input)?;
+                Some((m.pattern().as_usize(), m.start(), m.end()))
+            }
+            Engine::Runs => entropy_candidate(text.as_bytes(), at, end).map(|(s, e)| (0, s, e)),
+        }
+    }
+}
+
+/// The bytes [`HIGH_ENTROPY`] runs over (base64, base64url and hex).
+const RUN_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'_' | b'=' | b'-');
+        b += 1;
+    }
+    table
+};
+const RUN_MIN: usize = 24;
+const RUN_MAX: usize = 256;
+
+/// What `(?-u:\b)[A-Za-z0-9+/_=-]{24,256}` matches first in `bytes[at..end]`: the leftmost
+/// start on an ASCII word boundary with at least 24 run bytes before `end`, taking up to 256.
+fn entropy_candidate(bytes: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
+    let word = |i: usize| i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_');
+    let boundary = |i: usize| (i > 0 && word(i - 1)) != word(i);
+    let mut p = at;
+    while p + RUN_MIN <= end {
+        if !RUN_BYTES[usize::from(bytes[p])] {
+            p += 1;
+            continue;
+        }
+        let run_end = p + bytes[p..end].iter().take_while(|&&b| RUN_BYTES[usize::from(b)]).count();
+        let mut q = p;
+        while q + RUN_MIN <= run_end {
+            if boundary(q) {
+                return Some((q, run_end.min(q + RUN_MAX)));
+            }
+            q += 1;
+        }
+        p = run_end;
+    }
+    None
 }
 
 /// Every guard of a scope, compiled: one pass over every pattern, block guards' first (so on
@@ -261,7 +327,7 @@ impl Detector {
             let blocks = if mixed && !entropy {
                 let (patterns, tags) = tagged(&guards, entropy, Some(Action::Block))?;
                 Some(Box::new(Pass {
-                    regex: build(&patterns)?,
+                    engine: Engine::build(&patterns)?,
                     tags,
                     skip_failed: false,
                     blocks: None,
@@ -270,7 +336,7 @@ impl Detector {
                 None
             };
             passes.push(Pass {
-                regex: build(&patterns)?,
+                engine: Engine::build(&patterns)?,
                 tags,
                 skip_failed: entropy,
                 blocks,
@@ -366,35 +432,34 @@ impl Pass {
     ) -> (usize, usize) {
         let mut reach = before;
         while at < before {
-            let input = Input::new(text).range(at..end).anchored(Anchored::No);
-            let Some(m) = self.regex.search(&input) else {
+            let Some((pattern, start, stop)) = self.engine.search(text, at, end) else {
                 return (before, reach);
             };
-            if m.start() >= before {
+            if start >= before {
                 return (before, reach);
             }
-            if m.is_empty() {
-                at = next_char(text, m.end());
+            if start == stop {
+                at = next_char(text, stop);
                 continue;
             }
-            let tag = &self.tags[m.pattern().as_usize()];
-            if passes(tag.check, &text[m.start()..m.end()]) {
+            let tag = &self.tags[pattern];
+            if passes(tag.check, &text[start..stop]) {
                 if let Some(blocks) = &self.blocks {
-                    blocks.inside(text, m.start(), m.end(), end, found);
+                    blocks.inside(text, start, stop, end, found);
                 }
                 found.push(Found {
                     guard: tag.guard,
                     label: tag.label,
-                    start: m.start(),
-                    end: m.end(),
+                    start,
+                    end: stop,
                 });
-                at = m.end();
+                at = stop;
                 reach = reach.max(at);
             } else if self.skip_failed {
-                at = m.end();
+                at = stop;
                 reach = reach.max(at);
             } else {
-                at = next_char(text, m.start());
+                at = next_char(text, start);
             }
         }
         (at, reach)
@@ -609,4 +674,54 @@ fn uuid_shape(span: &str) -> bool {
         8 | 13 | 18 | 23 => c == '-',
         _ => c.is_ascii_hexdigit(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn by_regex(text: &str, at: usize, end: usize) -> Option<(usize, usize)> {
+        let regex = Regex::new(HIGH_ENTROPY).unwrap();
+        let input = Input::new(text).range(at..end);
+        regex.search(&input).map(|m| (m.start(), m.end()))
+    }
+
+    #[test]
+    fn the_entropy_pass_is_a_byte_scan() {
+        assert!(matches!(
+            Engine::build(&[HIGH_ENTROPY.to_string()]).unwrap(),
+            Engine::Runs
+        ));
+        let text = "key: +/abcdefghijklmnopqrstuvwxyz0123456789 end";
+        assert_eq!(
+            entropy_candidate(text.as_bytes(), 0, text.len()),
+            by_regex(text, 0, text.len())
+        );
+        assert_eq!(entropy_candidate(text.as_bytes(), 0, text.len()), Some((7, 43)));
+        let long = format!("é{}-x", "ab1".repeat(200));
+        for (at, found) in [(0, Some((2, 258))), (2, Some((2, 258))), (5, None)] {
+            assert_eq!(entropy_candidate(long.as_bytes(), at, long.len()), found);
+            assert_eq!(by_regex(&long, at, long.len()), found);
+        }
+    }
+
+    proptest! {
+        /// The byte scan finds what the pattern it stands for finds, from any start to any end,
+        /// on text mixing run bytes, word boundaries and multi-byte characters.
+        #[test]
+        fn the_byte_scan_matches_the_pattern(
+            text in "[a-c0-2+/=_\\- .é]{0,400}",
+            cut in 0usize..400,
+            stop in 0usize..400,
+        ) {
+            let at = cut.min(text.len());
+            let end = stop.max(at).min(text.len());
+            prop_assume!(text.is_char_boundary(at) && text.is_char_boundary(end));
+            prop_assert_eq!(entropy_candidate(text.as_bytes(), at, end), by_regex(&text, at, end));
+        }
+    }
 }
