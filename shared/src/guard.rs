@@ -232,7 +232,10 @@ fn entropy_candidate(bytes: &[u8], at: usize, end: usize) -> Option<(usize, usiz
             p += 1;
             continue;
         }
-        let run_end = p + bytes[p..end].iter().take_while(|&&b| RUN_BYTES[usize::from(b)]).count();
+        let run_end = p + bytes[p..end]
+            .iter()
+            .take_while(|&&b| RUN_BYTES[usize::from(b)])
+            .count();
         let mut q = p;
         while q + RUN_MIN <= run_end {
             if boundary(q) {
@@ -701,7 +704,10 @@ mod tests {
             entropy_candidate(text.as_bytes(), 0, text.len()),
             by_regex(text, 0, text.len())
         );
-        assert_eq!(entropy_candidate(text.as_bytes(), 0, text.len()), Some((7, 43)));
+        assert_eq!(
+            entropy_candidate(text.as_bytes(), 0, text.len()),
+            Some((7, 43))
+        );
         let long = format!("é{}-x", "ab1".repeat(200));
         for (at, found) in [(0, Some((2, 258))), (2, Some((2, 258))), (5, None)] {
             assert_eq!(entropy_candidate(long.as_bytes(), at, long.len()), found);
