@@ -14,7 +14,8 @@ cancels: audit on versus off, quota enforcement, a call translated from OpenAI's
 Anthropic-, Gemini- and Bedrock-shaped upstream (SigV4 signing included) against the same call
 passed through, an agent calling with a token from ExchangeAgentKey against its key, an agent
 acting for a person (a signed hmac identity and an allow list) against one acting for no one,
-ten output guards on a 4 KiB answer against none on the same answer, and — with
+ten output guards on a 4 KiB answer against none on the same answer, webhook deliveries per
+second (bench/webhooks.py) with the management API's p50 while they drain, and — with
 PORTCULLIS_BENCH_BASELINE=DIR holding an earlier build's `portcullis-gateway` — that build
 against this one. Prints a Markdown table and writes bench/results/latest.json.
 Run it through bench/run.sh, which builds what it needs.
@@ -31,6 +32,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+
+import webhooks
 
 BIN = os.environ["PORTCULLIS_BENCH_BIN"]
 OHA = os.environ.get("PORTCULLIS_OHA", "oha")
@@ -118,7 +121,8 @@ def ttfb(url, key):
 def main():
     tmp = tempfile.mkdtemp(prefix="portcullis-bench-")
     fake, fake_addr = start([f"{BIN}/fake-llm", "--listen", "127.0.0.1:0"], f"{tmp}/fake.log")
-    cp, cp_addr = start([f"{BIN}/portcullis-controlplane", "--listen", "127.0.0.1:0", "--data-dir", f"{tmp}/cp"],
+    cp, cp_addr = start([f"{BIN}/portcullis-controlplane", "--listen", "127.0.0.1:0", "--data-dir", f"{tmp}/cp",
+                         "--allow-private-webhook-targets"],
                         f"{tmp}/cp.log", {"RUST_LOG": "warn,portcullis_controlplane=info"})
     base = f"http://{cp_addr}"
     key = open(f"{tmp}/cp/admin.key").read().strip()
@@ -161,6 +165,11 @@ def main():
     direct_url = f"http://{fake_addr}/v1/chat/completions"
     gw_url = f"http://{gw_addr}/gateways/{gid}/v1/chat/completions"
     results = {"machine": machine(), "duration": DURATION, "concurrency": CONCURRENCY, "rate": RATE}
+    bench_agent = call(base, key, "GetAgent", {"workspace_id": ws, "agent_id": "bench"})["agent"]["agent_id"]
+    if os.environ.get("PORTCULLIS_BENCH_ONLY") == "webhooks":
+        webhooks.measure(results, base, key, ws, token, bench_agent, OHA, fake_addr)
+        print("\n".join(webhooks.rows(results)))
+        return
     if os.environ.get("PORTCULLIS_BENCH_ONLY") == "guards":
         # Only the output-guard rows, for a quick before/after of the guard stage.
         guarded(results, base, key, ws, gid, gw, gw_url, agent_key, tmp)
@@ -251,6 +260,7 @@ def main():
     exchanged(results, base, gw, gw_url, agent_key)
     acting(results, base, key, ws, gid, gw, gw_url, agent_key)
     guarded(results, base, key, ws, gid, gw, gw_url, agent_key, tmp)
+    webhooks.measure(results, base, key, ws, token, bench_agent, OHA, fake_addr)
     if BASELINE:
         baseline(results, base, token, tmp, gw, gw_url, agent_key, gid)
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
@@ -497,6 +507,7 @@ def table(r):
         f"| quota-bound non-2xx replies (fixed rate / saturation) | | {r['quota_fixed_rate_non_2xx']} / {r['quota_saturation_non_2xx']} | |",
         f"| non-2xx replies (saturation / fixed rate / MCP) | {ds['requests'] - ds['ok']} / {df['requests'] - df['ok']} / {dm['requests'] - dm['ok']} | {gs['requests'] - gs['ok']} / {gf['requests'] - gf['ok']} / {gm['requests'] - gm['ok']} | |",
         *extra_rows(r, df),
+        *webhooks.rows(r),
     ]
     return "\n".join(rows) + f"\n\nMachine: {r['machine']}; {r['duration']} per run.\n"
 

@@ -92,8 +92,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         master_key: std::env::var("PORTCULLIS_MASTER_KEY").ok(),
         allow_private_webhook_targets: args.allow_private_webhook_targets,
         allow_stdio_tools: true,
-        audit_retention_days: 30,
         log_format,
+        ..portcullis_controlplane::Config::default()
     };
     let cp = portcullis_controlplane::start(cp_config).await?;
     let boot = cp.bootstrap.clone();

@@ -7,6 +7,7 @@ mod actas;
 mod agents;
 mod audit;
 mod auth;
+mod eventing;
 mod exchange;
 mod gateways;
 pub mod guards;
@@ -61,6 +62,35 @@ pub struct Ctx {
 impl Ctx {
     pub fn store(&self) -> &Store {
         &self.app.store
+    }
+
+    /// Records an event about a change this operation made (after it committed), as the
+    /// platform key that made it; a failure to record is logged and does not fail the call.
+    pub async fn record_change(
+        &self,
+        event_type: &str,
+        resource: portcullis_shared::audit::ResourceRef,
+        payload: Value,
+    ) {
+        let Principal::Platform(p) = &*self.principal else {
+            return;
+        };
+        let caller = crate::audit::Caller::PlatformKey {
+            id: &p.key_id,
+            name: &p.key_name,
+        };
+        let mut e = crate::audit::mgmt_event(&p.workspace_id, caller, "", "ok", &self.request_id);
+        e.event_type = event_type.to_string();
+        e.resource = portcullis_shared::audit::ResourceRef {
+            workspace_id: p.workspace_id.clone(),
+            ..resource
+        };
+        e.request.http_route.clear();
+        e.data_handling = Default::default();
+        e.payload = payload;
+        if let Err(err) = crate::audit::store(&self.app.store, &self.app.audit, vec![e]).await {
+            tracing::error!(request_id = %self.request_id, error = %err, event_type, "Could not record the change's audit event.");
+        }
     }
 
     pub fn workspace_id(&self) -> &str {
@@ -237,6 +267,7 @@ impl Registry {
         add(service::SYNC, audit::sync_operations());
         add(service::SYNC, quotas::sync_operations());
         add(service::AUDIT, audit::operations());
+        add(service::EVENTING, eventing::operations());
         Self { operations }
     }
 

@@ -17,12 +17,15 @@ use crate::store::{self, now_ms, Store, StoreError};
 /// Live-tail fan-out of newly stored events.
 pub struct Hub {
     sender: broadcast::Sender<Arc<AuditEventV1>>,
+    /// Poked when events are queued for webhooks.
+    stored: Arc<tokio::sync::Notify>,
 }
 
 impl Default for Hub {
     fn default() -> Self {
         Self {
             sender: broadcast::channel(4096).0,
+            stored: Arc::default(),
         }
     }
 }
@@ -30,6 +33,11 @@ impl Default for Hub {
 impl Hub {
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<AuditEventV1>> {
         self.sender.subscribe()
+    }
+
+    /// What wakes the webhook dispatcher.
+    pub fn stored(&self) -> Arc<tokio::sync::Notify> {
+        self.stored.clone()
     }
 }
 
@@ -101,7 +109,11 @@ pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Resul
             let micros = i64::try_from(micros).unwrap_or(i64::MAX / 2);
             store::quotas::add_spend(tx.conn(), ws, quota_id, day, caller, micros).await?;
         }
+        let queued = queue_for_webhooks(tx.conn(), &events, &ids, now).await?;
         tx.commit().await?;
+        if queued {
+            hub.stored.notify_one();
+        }
         ids
     };
     // In batch order, each new event once (a batch may repeat an id).
@@ -118,6 +130,35 @@ pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Resul
         }
     }
     Ok(count)
+}
+
+/// Queues the new events webhooks can carry, in the ingest's own transaction, so an event
+/// is stored and queued or neither. Only workspaces with an enabled subscription queue
+/// anything; true when something was queued.
+async fn queue_for_webhooks(
+    conn: &mut store::Conn,
+    events: &[AuditEventV1],
+    new_ids: &std::collections::HashSet<String>,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let eligible: Vec<&AuditEventV1> = events
+        .iter()
+        .filter(|e| {
+            new_ids.contains(&e.event_id)
+                && crate::webhooks::events::webhook_type(&e.event_type).is_some()
+        })
+        .collect();
+    if eligible.is_empty() {
+        return Ok(false);
+    }
+    let subscribed = store::webhooks::subscribed_workspaces(conn).await?;
+    let queued: Vec<(&str, &str)> = eligible
+        .iter()
+        .filter(|e| subscribed.contains(&e.scope.workspace_id))
+        .map(|e| (e.event_id.as_str(), e.scope.workspace_id.as_str()))
+        .collect();
+    store::webhooks::enqueue_events(conn, &queued, now).await?;
+    Ok(!queued.is_empty())
 }
 
 fn payload_value<'a>(payload: &'a Value, path: &str) -> Option<&'a Value> {

@@ -24,6 +24,11 @@ pub struct Config {
     pub allow_stdio_tools: bool,
     /// Days audit events are kept.
     pub audit_retention_days: u32,
+    /// Days webhook bodies are kept for replay.
+    pub webhook_body_retention_days: u32,
+    /// The wait before each webhook attempt, comma-separated (`0s,5s,5m,…`); after the last
+    /// failed attempt a delivery goes to `dlq`.
+    pub webhook_retry_schedule: String,
     pub log_format: LogFormat,
 }
 
@@ -53,14 +58,18 @@ impl Default for Config {
             allow_private_webhook_targets: false,
             allow_stdio_tools: true,
             audit_retention_days: 30,
+            webhook_body_retention_days: 7,
+            webhook_retry_schedule: crate::webhooks::DEFAULT_SCHEDULE.to_string(),
             log_format: LogFormat::Text,
         }
     }
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
-const ENV_KEYS: [&str; 8] = [
+const ENV_KEYS: [&str; 10] = [
     "audit_retention_days",
+    "webhook_body_retention_days",
+    "webhook_retry_schedule",
     "allow_stdio_tools",
     "listen",
     "data_dir",

@@ -15,6 +15,7 @@ pub mod rules;
 pub mod snapshot;
 pub mod store;
 pub mod validate;
+pub mod webhooks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ pub struct App {
     pub metrics: metrics::Metrics,
     pub audit: audit::Hub,
     pub config: Config,
+    pub webhooks: webhooks::Hooks,
 }
 
 /// A running control plane.
@@ -41,6 +43,7 @@ pub struct Running {
     pub app: Arc<App>,
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    workers: webhooks::Workers,
 }
 
 impl Running {
@@ -48,6 +51,7 @@ impl Running {
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let _ = self.shutdown.send(true);
         self.task.await.context("server task")??;
+        self.workers.stop().await;
         self.app.store.close().await;
         Ok(())
     }
@@ -72,14 +76,23 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let addr = listener.local_addr()?;
+    let settings = webhooks::Settings::from_config(&config).map_err(anyhow::Error::msg)?;
+    let hub = audit::Hub::default();
+    let hooks = webhooks::Hooks::new(settings, hub.stored());
     let app = Arc::new(App {
         store,
         registry: api::Registry::new(),
         metrics: metrics::Metrics::default(),
-        audit: audit::Hub::default(),
+        audit: hub,
         config,
+        webhooks: hooks,
     });
     audit::spawn_retention(app.store.clone(), app.config.audit_retention_days);
+    let workers = webhooks::Workers::start(
+        app.store.clone(),
+        app.webhooks.settings.clone(),
+        app.webhooks.wake.clone(),
+    );
     let router = api::router(app.clone());
     let (shutdown, mut stop) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(async move {
@@ -96,5 +109,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         app,
         shutdown,
         task,
+        workers,
     })
 }

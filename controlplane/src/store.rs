@@ -15,6 +15,7 @@ pub mod pools;
 pub mod quotas;
 pub mod token_keys;
 pub mod tools;
+pub mod webhooks;
 pub mod workspaces;
 
 pub use db::{now_ms, Backend, Conn, Store, StoreError, WriteTx};

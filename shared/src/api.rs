@@ -4,6 +4,7 @@
 pub mod actas;
 pub mod agents;
 pub mod common;
+pub mod eventing;
 pub mod gateways;
 pub mod guards;
 pub mod models;
@@ -22,6 +23,7 @@ pub mod service {
     pub const RULES: &str = "svc.rules.v1.RuleService";
     pub const SYNC: &str = "svc.sync.v1.SyncService";
     pub const AUDIT: &str = "svc.audit.v1.AuditService";
+    pub const EVENTING: &str = "svc.eventing.v1.EventingService";
 }
 
 /// Every request body names its workspace; the server checks it against the caller's key.

@@ -29,6 +29,10 @@ pub mod types {
     pub const TOOL_RESULT_FILTERED: &str = "mcp.tool_result.filtered";
     /// A guard matched a tool call's arguments.
     pub const TOOL_ARGUMENTS_FILTERED: &str = "mcp.tool_arguments.filtered";
+    /// An agent was suspended (one event per agent, cascades included).
+    pub const AGENT_SUSPENDED: &str = "agent.suspended";
+    /// `DeployRuleBundle` deployed a bundle.
+    pub const RULE_BUNDLE_DEPLOYED: &str = "authorization.rule_bundle.deployed";
 }
 
 pub mod results {

@@ -15,5 +15,6 @@ pub mod seal;
 pub mod snapshot;
 pub mod telemetry;
 pub mod ttl;
+pub mod webhook;
 
 pub use error::{Code, ConnectError};

@@ -24,6 +24,7 @@ pub const MGMT: &str = "svc.mgmt.v1.ManagementService";
 pub const AGENTS: &str = "svc.agents.v1.AgentService";
 pub const RULES: &str = "svc.rules.v1.RuleService";
 pub const SYNC: &str = "svc.sync.v1.SyncService";
+pub const EVENTING: &str = "svc.eventing.v1.EventingService";
 
 /// An HTTP reply: status and JSON body (`Null` when the body is not JSON).
 #[derive(Debug, Clone)]
@@ -172,6 +173,43 @@ impl ControlPlane {
             .find(|g| g["is_default"] == true)
             .map(|g| g["gateway_id"].as_str().unwrap().to_string())
             .unwrap_or_default();
+    }
+
+    /// A second control plane on the same PostgreSQL database (a replica): its own data dir
+    /// with the same master and admin keys, the same configuration. The first one owns the
+    /// database and drops it.
+    pub async fn replica(&self) -> ControlPlane {
+        assert!(
+            self.database_url.is_some(),
+            "replicas share a PostgreSQL database"
+        );
+        let data_dir = tempfile::tempdir().expect("temp dir");
+        for file in ["master.key", "admin.key"] {
+            std::fs::copy(self.data_dir.path().join(file), data_dir.path().join(file))
+                .expect("copy key");
+        }
+        let process = spawn(
+            &data_dir.path().to_path_buf(),
+            self.database_url.as_deref(),
+            "127.0.0.1:0",
+            &self.env,
+        );
+        let mut cp = Self {
+            url: String::new(),
+            key: String::new(),
+            workspace_id: String::new(),
+            default_gateway_id: String::new(),
+            backend: self.backend,
+            data_dir,
+            database_url: self.database_url.clone(),
+            pg_database: None,
+            process,
+            earlier_logs: String::new(),
+            env: self.env.clone(),
+            http: reqwest::Client::new(),
+        };
+        cp.await_ready().await;
+        cp
     }
 
     /// Stops the process and starts it again on the same address, data dir and database.
@@ -329,7 +367,7 @@ impl ControlPlane {
     }
 }
 
-const TABLES: [&str; 16] = [
+const TABLES: [&str; 21] = [
     "workspaces",
     "platform_keys",
     "deployments",
@@ -346,6 +384,11 @@ const TABLES: [&str; 16] = [
     "tool_connections",
     "tool_catalog",
     "audit_events",
+    "webhook_destinations",
+    "webhook_subscriptions",
+    "webhook_outbox",
+    "webhook_deliveries",
+    "webhook_attempts",
 ];
 
 fn spawn(

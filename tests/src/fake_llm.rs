@@ -247,7 +247,8 @@ impl FakeLlm {
             .route("/token", post(google_token))
             .route("/", post(sts))
             .with_state(shared.clone())
-            .merge(crate::fake_mcp::stateless_router());
+            .merge(crate::fake_mcp::stateless_router())
+            .merge(crate::receiver::counting_router());
         (router, shared)
     }
 

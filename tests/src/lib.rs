@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod oidc;
 pub mod process;
 pub mod python;
+pub mod receiver;
 
 pub use controlplane::{Backend, ControlPlane, Reply};
 pub use fake_llm::FakeLlm;

@@ -333,9 +333,30 @@ async fn suspend(ctx: Ctx, req: AgentLifecycleRequest) -> ApiResult<AgentLifecyc
             }
         }
     }
+    let mut names = Vec::with_capacity(affected.len());
+    for id in &affected {
+        let name = agents::get(tx.conn(), &ws, id).await?.map(|a| a.name);
+        names.push(name.unwrap_or_default());
+    }
     let agent = view(tx.conn(), &row).await?;
     tx.commit().await?;
     tracing::info!(agent_id = %row.id, cascade = req.cascade, count = affected.len(), "Agent suspended.");
+    for (id, name) in affected.iter().zip(&names) {
+        let resource = portcullis_shared::audit::ResourceRef {
+            kind: "agent".into(),
+            id: id.clone(),
+            name: name.clone(),
+            ..Default::default()
+        };
+        let payload = serde_json::json!({"agent_id": id, "agent_name": name,
+            "cascade": *id != row.id, "suspended_by": row.id, "reason": why});
+        ctx.record_change(
+            portcullis_shared::audit::types::AGENT_SUSPENDED,
+            resource,
+            payload,
+        )
+        .await;
+    }
     Ok(AgentLifecycleResponse {
         agent,
         affected_agent_ids: affected,

@@ -92,6 +92,21 @@ async fn deploy(ctx: Ctx, req: DeployRuleBundleRequest) -> ApiResult<RuleBundleR
     bundles::insert(tx.conn(), &row).await?;
     tx.commit().await?;
     tracing::info!(bundle_id = %id, scope = %row.scope, policies = policy_ids.len(), "Rule bundle deployed.");
+    let resource = portcullis_shared::audit::ResourceRef {
+        kind: "rule_bundle".into(),
+        id: id.clone(),
+        name: row.name.clone(),
+        ..Default::default()
+    };
+    let payload = serde_json::json!({"bundle_id": id, "bundle_name": row.name,
+        "scope": row.scope, "scope_id": row.scope_id, "policies": policy_ids.len(),
+        "replaced": existing.is_some()});
+    ctx.record_change(
+        portcullis_shared::audit::types::RULE_BUNDLE_DEPLOYED,
+        resource,
+        payload,
+    )
+    .await;
     Ok(RuleBundleResponse {
         bundle: rules::admin_view(row)?,
     })

@@ -752,3 +752,104 @@ async fn guard_commands() {
     assert_eq!(code, 0);
     assert!(out.contains("Deleted guard codename."), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_commands() {
+    let cp = ControlPlane::start_with(
+        Backend::Sqlite,
+        &[("PORTCULLIS_ALLOW_PRIVATE_WEBHOOK_TARGETS", "true")],
+    )
+    .await;
+    let receiver = portcullis_tests::receiver::Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = receiver.url();
+    let (code, out, err) = as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "webhook",
+            "subscription",
+            "create",
+            "ops",
+            "--event-type",
+            "eventing.test",
+            "--endpoint",
+            &url,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("whsec_"), "the secret is shown once: {out}");
+    let (code, out, err) = as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "webhook",
+            "subscription",
+            "create",
+            "bad",
+            "--event-type",
+            "nope",
+            "--endpoint",
+            &url,
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("invalid_argument") && err.contains("event_types[0]"),
+        "{err}"
+    );
+    let (code, out, err) = as_admin(
+        &cp,
+        dir.path(),
+        vec!["webhook", "subscription", "test", "ops"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    receiver
+        .wait_for("the test event", |s| s.json()["type"] == "eventing.test")
+        .await;
+    let (code, out, _) = as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "--json",
+            "webhook",
+            "delivery",
+            "list",
+            "--subscription",
+            "ops",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        listed["deliveries"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+    let (code, out, err) = as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "--json",
+            "webhook",
+            "delivery",
+            "replay-failed",
+            "--since",
+            "1h",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let replayed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(replayed["matched"], 0, "nothing failed: {replayed}");
+    let (code, out, _) = as_admin(&cp, dir.path(), vec!["webhook", "providers"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("slack") && out.contains("webhook_url"),
+        "{out}"
+    );
+}

@@ -34,4 +34,5 @@ mod spend_shared;
 mod sync;
 mod tls;
 mod tools;
+mod webhooks;
 mod world;

@@ -18,7 +18,12 @@ pub struct Mcp {
 
 impl Mcp {
     pub async fn start() -> Self {
-        let cp = ControlPlane::start(Backend::Sqlite).await;
+        Self::start_with(&[]).await
+    }
+
+    /// With extra control-plane configuration.
+    pub async fn start_with(env: &[(&str, &str)]) -> Self {
+        let cp = ControlPlane::start_with(Backend::Sqlite, env).await;
         let key = crate::world::register_bot(
             &cp,
             json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id]}),

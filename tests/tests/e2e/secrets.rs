@@ -103,9 +103,38 @@ async fn secrets_never_leak(cp: &ControlPlane) {
         .await;
     assert_eq!(snapshot.status, 200);
 
+    // Webhook signing secrets and a provider's secret URL: shown once, sealed at rest.
+    let created = cp
+        .ok(
+            portcullis_tests::controlplane::EVENTING,
+            "CreateSubscription",
+            cp.body(json!({"name": "siem", "event_types": ["access.denied"],
+                "delivery_endpoint": "https://hooks.example.com/portcullis"})),
+        )
+        .await;
+    let whsec = created["signing_secret"].as_str().unwrap().to_string();
+    let slack_url = "https://hooks.slack.com/services/T0/B0/slack-secret-9d2e";
+    let slack = cp
+        .ok(
+            portcullis_tests::controlplane::EVENTING,
+            "CreateDestination",
+            cp.body(json!({"name": "chat", "provider": "slack",
+                "settings": {"webhook_url": slack_url}})),
+        )
+        .await;
+    let slack_whsec = slack["signing_secret"].as_str().unwrap().to_string();
+    for op in ["ListDestinations", "ListSubscriptions"] {
+        replies.push(
+            cp.ok(portcullis_tests::controlplane::EVENTING, op, cp.body(json!({})))
+                .await,
+        );
+    }
     let secrets = [
         upstream,
         hmac,
+        &whsec,
+        &slack_whsec,
+        slack_url,
         &agent_token,
         &rotated_token,
         &platform_token,

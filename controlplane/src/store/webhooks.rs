@@ -1,0 +1,681 @@
+//! Webhooks: destinations (with sealed signing secrets), subscriptions, the outbox of stored
+//! events waiting to be matched, deliveries (a queue claimed with leases) and their attempts.
+//! Nothing here is in a gateway snapshot: writes go through `Store::write_unscoped`.
+
+use super::db::{Backend, Conn, StoreError};
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DestinationRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: String,
+    pub provider: String,
+    pub endpoint: String,
+    /// JSON object: the provider's settings that are not secret.
+    pub settings: String,
+    /// Sealed JSON object: the provider's secret settings.
+    pub sealed_settings: Option<String>,
+    pub key_id: String,
+    /// Sealed `whsec_` secret.
+    pub secret: String,
+    pub previous_key_id: Option<String>,
+    pub previous_secret: Option<String>,
+    /// Until when the previous secret still signs (Unix ms).
+    pub previous_until: Option<i64>,
+    pub enabled: i64,
+    pub disabled_reason: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SubscriptionRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: String,
+    pub destination_id: String,
+    /// JSON list of event types.
+    pub event_types: String,
+    /// JSON list of `key=value` / `key~=glob` filters.
+    pub filters: String,
+    pub enabled: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DeliveryRow {
+    pub id: String,
+    pub workspace_id: String,
+    pub subscription_id: String,
+    pub destination_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub status: String,
+    pub attempts: i64,
+    pub next_attempt_at: Option<i64>,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    pub last_status_code: Option<i64>,
+    pub last_error: String,
+    pub replay_of: String,
+    pub replayed_by: String,
+    /// The JSON body as sent; NULL once past retention.
+    pub body: Option<String>,
+    pub body_expires_at: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AttemptRow {
+    pub delivery_id: String,
+    pub attempt: i64,
+    pub webhook_id: String,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub status_code: Option<i64>,
+    pub error: String,
+}
+
+// Destinations.
+
+pub async fn insert_destination(conn: &mut Conn, r: &DestinationRow) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO webhook_destinations (id, workspace_id, name, provider, endpoint, settings, \
+         sealed_settings, key_id, secret, previous_key_id, previous_secret, previous_until, \
+         enabled, disabled_reason, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, \
+         $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+    )
+    .bind(&r.id)
+    .bind(&r.workspace_id)
+    .bind(&r.name)
+    .bind(&r.provider)
+    .bind(&r.endpoint)
+    .bind(&r.settings)
+    .bind(&r.sealed_settings)
+    .bind(&r.key_id)
+    .bind(&r.secret)
+    .bind(&r.previous_key_id)
+    .bind(&r.previous_secret)
+    .bind(r.previous_until)
+    .bind(r.enabled)
+    .bind(&r.disabled_reason)
+    .bind(r.created_at)
+    .bind(r.updated_at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Writes every mutable field back.
+pub async fn update_destination(conn: &mut Conn, r: &DestinationRow) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE webhook_destinations SET name = $1, endpoint = $2, settings = $3, \
+         sealed_settings = $4, key_id = $5, secret = $6, previous_key_id = $7, \
+         previous_secret = $8, previous_until = $9, enabled = $10, disabled_reason = $11, \
+         updated_at = $12 WHERE id = $13 AND workspace_id = $14",
+    )
+    .bind(&r.name)
+    .bind(&r.endpoint)
+    .bind(&r.settings)
+    .bind(&r.sealed_settings)
+    .bind(&r.key_id)
+    .bind(&r.secret)
+    .bind(&r.previous_key_id)
+    .bind(&r.previous_secret)
+    .bind(r.previous_until)
+    .bind(r.enabled)
+    .bind(&r.disabled_reason)
+    .bind(r.updated_at)
+    .bind(&r.id)
+    .bind(&r.workspace_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The destination with this id or, failing that, this name.
+pub async fn find_destination(
+    conn: &mut Conn,
+    workspace_id: &str,
+    given: &str,
+) -> Result<Option<DestinationRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM webhook_destinations WHERE workspace_id = $1 AND (id = $2 OR name = $2) \
+         ORDER BY CASE WHEN id = $2 THEN 0 ELSE 1 END LIMIT 1",
+    )
+    .bind(workspace_id)
+    .bind(given)
+    .fetch_optional(conn)
+    .await?)
+}
+
+/// A destination by id alone (the sender's lookup).
+pub async fn destination(conn: &mut Conn, id: &str) -> Result<Option<DestinationRow>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT * FROM webhook_destinations WHERE id = $1")
+            .bind(id)
+            .fetch_optional(conn)
+            .await?,
+    )
+}
+
+pub async fn list_destinations(
+    conn: &mut Conn,
+    workspace_id: &str,
+) -> Result<Vec<DestinationRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM webhook_destinations WHERE workspace_id = $1 ORDER BY name, id",
+    )
+    .bind(workspace_id)
+    .fetch_all(conn)
+    .await?)
+}
+
+pub async fn delete_destination(conn: &mut Conn, id: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM webhook_destinations WHERE id = $1")
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Stops deliveries to a destination (its endpoint answered `410 Gone`).
+pub async fn disable_destination(
+    conn: &mut Conn,
+    id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE webhook_destinations SET enabled = 0, disabled_reason = $1, updated_at = $2 \
+         WHERE id = $3",
+    )
+    .bind(reason)
+    .bind(now)
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+// Subscriptions.
+
+pub async fn insert_subscription(conn: &mut Conn, r: &SubscriptionRow) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO webhook_subscriptions (id, workspace_id, name, destination_id, event_types, \
+         filters, enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(&r.id)
+    .bind(&r.workspace_id)
+    .bind(&r.name)
+    .bind(&r.destination_id)
+    .bind(&r.event_types)
+    .bind(&r.filters)
+    .bind(r.enabled)
+    .bind(r.created_at)
+    .bind(r.updated_at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn update_subscription(conn: &mut Conn, r: &SubscriptionRow) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE webhook_subscriptions SET name = $1, event_types = $2, filters = $3, \
+         enabled = $4, updated_at = $5 WHERE id = $6 AND workspace_id = $7",
+    )
+    .bind(&r.name)
+    .bind(&r.event_types)
+    .bind(&r.filters)
+    .bind(r.enabled)
+    .bind(r.updated_at)
+    .bind(&r.id)
+    .bind(&r.workspace_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The subscription with this id or, failing that, this name.
+pub async fn find_subscription(
+    conn: &mut Conn,
+    workspace_id: &str,
+    given: &str,
+) -> Result<Option<SubscriptionRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM webhook_subscriptions WHERE workspace_id = $1 AND (id = $2 OR name = $2) \
+         ORDER BY CASE WHEN id = $2 THEN 0 ELSE 1 END LIMIT 1",
+    )
+    .bind(workspace_id)
+    .bind(given)
+    .fetch_optional(conn)
+    .await?)
+}
+
+pub async fn list_subscriptions(
+    conn: &mut Conn,
+    workspace_id: &str,
+) -> Result<Vec<SubscriptionRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM webhook_subscriptions WHERE workspace_id = $1 ORDER BY name, id",
+    )
+    .bind(workspace_id)
+    .fetch_all(conn)
+    .await?)
+}
+
+/// How many subscriptions send to a destination.
+pub async fn subscriptions_of(conn: &mut Conn, destination_id: &str) -> Result<i64, StoreError> {
+    let (n,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM webhook_subscriptions WHERE destination_id = $1")
+            .bind(destination_id)
+            .fetch_one(conn)
+            .await?;
+    Ok(n)
+}
+
+pub async fn delete_subscription(conn: &mut Conn, id: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM webhook_subscriptions WHERE id = $1")
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The workspaces with an enabled subscription: only their events are queued.
+pub async fn subscribed_workspaces(conn: &mut Conn) -> Result<Vec<String>, StoreError> {
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT DISTINCT workspace_id FROM webhook_subscriptions WHERE enabled = 1")
+            .fetch_all(conn)
+            .await?;
+    Ok(rows.into_iter().map(|(w,)| w).collect())
+}
+
+// The outbox.
+
+/// Whether any event is queued (read before taking the writer: an idle queue costs no write).
+pub async fn has_queued(conn: &mut Conn) -> Result<bool, StoreError> {
+    let row: Option<(String,)> = sqlx::query_as("SELECT event_id FROM webhook_outbox LIMIT 1")
+        .fetch_optional(conn)
+        .await?;
+    Ok(row.is_some())
+}
+
+/// Whether an attempt is due that no live lease holds.
+pub async fn has_due(conn: &mut Conn, now: i64) -> Result<bool, StoreError> {
+    let row: Option<(String,)> = sqlx::query_as(
+        "SELECT id FROM webhook_deliveries WHERE next_attempt_at <= $1 AND (lease_until IS NULL \
+         OR lease_until < $1) LIMIT 1",
+    )
+    .bind(now)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.is_some())
+}
+
+pub async fn enqueue_events(
+    conn: &mut Conn,
+    events: &[(&str, &str)],
+    now: i64,
+) -> Result<(), StoreError> {
+    for chunk in events.chunks(300) {
+        let mut sql =
+            String::from("INSERT INTO webhook_outbox (event_id, workspace_id, queued_at) VALUES ");
+        for i in 0..chunk.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("(${}, ${}, ${})", i * 3 + 1, i * 3 + 2, i * 3 + 3));
+        }
+        sql.push_str(" ON CONFLICT (event_id) DO NOTHING");
+        let mut query = sqlx::query(&sql);
+        for (event_id, workspace_id) in chunk {
+            query = query.bind(*event_id).bind(*workspace_id).bind(now);
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// The oldest queued events with their stored bodies, locked for this transaction on
+/// PostgreSQL (other replicas skip them). An event whose audit record is gone comes back with
+/// no body.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct QueuedRow {
+    pub event_id: String,
+    pub workspace_id: String,
+    pub queued_at: i64,
+    /// The stored audit event, JSON.
+    pub body: Option<String>,
+}
+
+pub async fn take_queued(
+    conn: &mut Conn,
+    backend: Backend,
+    limit: i64,
+) -> Result<Vec<QueuedRow>, StoreError> {
+    let lock = match backend {
+        Backend::Postgres => " FOR UPDATE OF o SKIP LOCKED",
+        Backend::Sqlite => "",
+    };
+    let sql = format!(
+        "SELECT o.event_id, o.workspace_id, o.queued_at, a.body FROM webhook_outbox o LEFT JOIN audit_events \
+         a ON a.event_id = o.event_id ORDER BY o.queued_at, o.event_id LIMIT $1{lock}"
+    );
+    Ok(sqlx::query_as(&sql).bind(limit).fetch_all(conn).await?)
+}
+
+pub async fn dequeue(conn: &mut Conn, event_ids: &[String]) -> Result<(), StoreError> {
+    for id in event_ids {
+        sqlx::query("DELETE FROM webhook_outbox WHERE event_id = $1")
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Enabled subscriptions of a workspace (the dispatcher's view).
+pub async fn enabled_subscriptions(
+    conn: &mut Conn,
+    workspace_id: &str,
+) -> Result<Vec<SubscriptionRow>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM webhook_subscriptions WHERE workspace_id = $1 AND enabled = 1",
+    )
+    .bind(workspace_id)
+    .fetch_all(conn)
+    .await?)
+}
+
+// Deliveries.
+
+pub async fn insert_delivery(conn: &mut Conn, r: &DeliveryRow) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO webhook_deliveries (id, workspace_id, subscription_id, destination_id, \
+         event_id, event_type, status, attempts, next_attempt_at, last_error, replay_of, body, \
+         body_expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+         $10, $11, $12, $13, $14, $15)",
+    )
+    .bind(&r.id)
+    .bind(&r.workspace_id)
+    .bind(&r.subscription_id)
+    .bind(&r.destination_id)
+    .bind(&r.event_id)
+    .bind(&r.event_type)
+    .bind(&r.status)
+    .bind(r.attempts)
+    .bind(r.next_attempt_at)
+    .bind(&r.last_error)
+    .bind(&r.replay_of)
+    .bind(&r.body)
+    .bind(r.body_expires_at)
+    .bind(r.created_at)
+    .bind(r.updated_at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn delivery(
+    conn: &mut Conn,
+    workspace_id: &str,
+    id: &str,
+) -> Result<Option<DeliveryRow>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT * FROM webhook_deliveries WHERE workspace_id = $1 AND id = $2")
+            .bind(workspace_id)
+            .bind(id)
+            .fetch_optional(conn)
+            .await?,
+    )
+}
+
+/// Claims up to `limit` deliveries whose attempt is due and that no live lease holds, for
+/// `owner` until `lease_until`. A lease of a process that died runs out on its own.
+pub async fn claim_due(
+    conn: &mut Conn,
+    backend: Backend,
+    owner: &str,
+    now: i64,
+    lease_until: i64,
+    limit: i64,
+) -> Result<Vec<DeliveryRow>, StoreError> {
+    let lock = match backend {
+        Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+        Backend::Sqlite => "",
+    };
+    let sql = format!(
+        "UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $2 WHERE id IN (SELECT id \
+         FROM webhook_deliveries WHERE next_attempt_at <= $3 AND (lease_until IS NULL OR \
+         lease_until < $3) ORDER BY next_attempt_at LIMIT $4{lock}) RETURNING *"
+    );
+    Ok(sqlx::query_as(&sql)
+        .bind(owner)
+        .bind(lease_until)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(conn)
+        .await?)
+}
+
+/// The outcome of an attempt, written only while `owner` still holds the lease (a canceled
+/// delivery, or one another replica took over, is left as it is).
+pub struct Settled<'a> {
+    pub id: &'a str,
+    pub owner: &'a str,
+    pub status: &'a str,
+    pub next_attempt_at: Option<i64>,
+    pub status_code: Option<i64>,
+    pub error: &'a str,
+    pub attempt: &'a AttemptRow,
+}
+
+pub async fn settle(conn: &mut Conn, s: &Settled<'_>, now: i64) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, next_attempt_at = \
+         $2, lease_owner = NULL, lease_until = NULL, last_status_code = $3, last_error = $4, \
+         updated_at = $5 WHERE id = $6 AND lease_owner = $7 AND next_attempt_at IS NOT NULL",
+    )
+    .bind(s.status)
+    .bind(s.next_attempt_at)
+    .bind(s.status_code)
+    .bind(s.error)
+    .bind(now)
+    .bind(s.id)
+    .bind(s.owner)
+    .execute(&mut *conn)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    let a = s.attempt;
+    sqlx::query(
+        "INSERT INTO webhook_attempts (delivery_id, attempt, webhook_id, started_at, \
+         duration_ms, status_code, error) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&a.delivery_id)
+    .bind(a.attempt)
+    .bind(&a.webhook_id)
+    .bind(a.started_at)
+    .bind(a.duration_ms)
+    .bind(a.status_code)
+    .bind(&a.error)
+    .execute(conn)
+    .await?;
+    Ok(true)
+}
+
+/// Ends the retries of a live delivery; false when it was not live.
+pub async fn cancel(conn: &mut Conn, id: &str, now: i64) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "UPDATE webhook_deliveries SET status = 'canceled', next_attempt_at = NULL, \
+         lease_owner = NULL, lease_until = NULL, updated_at = $1 WHERE id = $2 AND \
+         next_attempt_at IS NOT NULL",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Ends the live deliveries to a destination as `failed` (it is gone or deleted).
+pub async fn fail_destination(
+    conn: &mut Conn,
+    destination_id: &str,
+    reason: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE webhook_deliveries SET status = 'failed', next_attempt_at = NULL, lease_owner = \
+         NULL, lease_until = NULL, last_error = $1, updated_at = $2 WHERE destination_id = $3 \
+         AND next_attempt_at IS NOT NULL",
+    )
+    .bind(reason)
+    .bind(now)
+    .bind(destination_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Cancels the live deliveries of a subscription (it is being deleted).
+pub async fn cancel_subscription(
+    conn: &mut Conn,
+    subscription_id: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE webhook_deliveries SET status = 'canceled', next_attempt_at = NULL, lease_owner \
+         = NULL, lease_until = NULL, updated_at = $1 WHERE subscription_id = $2 AND \
+         next_attempt_at IS NOT NULL",
+    )
+    .bind(now)
+    .bind(subscription_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn mark_replayed(
+    conn: &mut Conn,
+    id: &str,
+    replay_id: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE webhook_deliveries SET replayed_by = $1, updated_at = $2 WHERE id = $3")
+        .bind(replay_id)
+        .bind(now)
+        .bind(id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub async fn attempts(conn: &mut Conn, delivery_id: &str) -> Result<Vec<AttemptRow>, StoreError> {
+    Ok(
+        sqlx::query_as("SELECT * FROM webhook_attempts WHERE delivery_id = $1 ORDER BY attempt")
+            .bind(delivery_id)
+            .fetch_all(conn)
+            .await?,
+    )
+}
+
+/// What `ListDeliveries` and bulk replay select on. `leaves_only` leaves out deliveries that
+/// were replayed since (the last delivery of a chain stands for it).
+#[derive(Debug, Default)]
+pub struct DeliveryQuery<'a> {
+    pub workspace_id: &'a str,
+    pub statuses: Vec<String>,
+    pub since: Option<i64>,
+    pub subscription_id: Option<&'a str>,
+    pub destination_id: Option<&'a str>,
+    pub event_type: Option<&'a str>,
+    pub leaves_only: bool,
+    /// Keyset: deliveries before this `(created_at, id)`, newest first.
+    pub before: Option<(i64, String)>,
+    pub limit: i64,
+}
+
+pub async fn query_deliveries(
+    conn: &mut Conn,
+    q: &DeliveryQuery<'_>,
+) -> Result<Vec<DeliveryRow>, StoreError> {
+    let mut sql = String::from("SELECT * FROM webhook_deliveries WHERE workspace_id = $1");
+    let mut n = 1;
+    let mut next = |sql: &mut String, clause: &str| {
+        n += 1;
+        sql.push_str(&clause.replace('?', &format!("${n}")));
+    };
+    if !q.statuses.is_empty() {
+        sql.push_str(" AND status IN (");
+        for i in 0..q.statuses.len() {
+            next(&mut sql, if i == 0 { "?" } else { ", ?" });
+        }
+        sql.push(')');
+    }
+    if q.since.is_some() {
+        next(&mut sql, " AND created_at >= ?");
+    }
+    if q.subscription_id.is_some() {
+        next(&mut sql, " AND subscription_id = ?");
+    }
+    if q.destination_id.is_some() {
+        next(&mut sql, " AND destination_id = ?");
+    }
+    if q.event_type.is_some() {
+        next(&mut sql, " AND event_type = ?");
+    }
+    if q.leaves_only {
+        sql.push_str(" AND replayed_by = ''");
+    }
+    if q.before.is_some() {
+        next(&mut sql, " AND (created_at < ?");
+        next(&mut sql, " OR (created_at = ?");
+        next(&mut sql, " AND id < ?))");
+    }
+    next(&mut sql, " ORDER BY created_at DESC, id DESC LIMIT ?");
+    let mut query = sqlx::query_as(&sql).bind(q.workspace_id);
+    for s in &q.statuses {
+        query = query.bind(s);
+    }
+    if let Some(since) = q.since {
+        query = query.bind(since);
+    }
+    for v in [q.subscription_id, q.destination_id, q.event_type]
+        .into_iter()
+        .flatten()
+    {
+        query = query.bind(v);
+    }
+    if let Some((at, id)) = &q.before {
+        query = query.bind(*at).bind(*at).bind(id);
+    }
+    Ok(query.bind(q.limit).fetch_all(conn).await?)
+}
+
+/// Drops retained bodies past their time, and deliveries (with their attempts) settled
+/// before `settled_before`.
+pub async fn purge(conn: &mut Conn, now: i64, settled_before: i64) -> Result<u64, StoreError> {
+    let bodies = sqlx::query(
+        "UPDATE webhook_deliveries SET body = NULL WHERE body IS NOT NULL AND body_expires_at < $1",
+    )
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries \
+         WHERE next_attempt_at IS NULL AND updated_at < $1)",
+    )
+    .bind(settled_before)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM webhook_deliveries WHERE next_attempt_at IS NULL AND updated_at < $1")
+        .bind(settled_before)
+        .execute(conn)
+        .await?;
+    Ok(bodies.rows_affected())
+}
