@@ -9,6 +9,7 @@ mod guards;
 mod models;
 mod quotas;
 mod tools;
+mod webhooks;
 
 use std::path::PathBuf;
 
@@ -22,6 +23,7 @@ pub use guards::{GuardCmd, GuardFields};
 pub use models::{GatewayCmd, ModelCmd, ModelConfig, PoolCmd};
 pub use quotas::QuotaCmd;
 pub use tools::{HeaderCmd, ToolCmd, ToolFields};
+pub use webhooks::{DeliveryCmd, DestinationCmd, SubscriptionCmd, Target, WebhookCmd};
 
 use crate::up::UpArgs;
 
@@ -107,6 +109,9 @@ pub enum Command {
     /// Audit events: query, get, tail.
     #[command(subcommand)]
     Audit(AuditCmd),
+    /// Webhooks: subscriptions, destinations, deliveries.
+    #[command(subcommand)]
+    Webhook(WebhookCmd),
     /// Who the platform key is.
     Identity,
     /// The workspaces the key can see.

@@ -13,6 +13,7 @@ mod pools;
 mod quotas;
 mod rules;
 mod tools;
+mod webhooks;
 
 use serde_json::Value;
 
@@ -34,6 +35,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
         Command::PlatformKey(c) => admin::platform_key(ctx, c).await,
         Command::Audit(c) => audit::run(ctx, c).await,
         Command::Quota(c) => quotas::run(ctx, c).await,
+        Command::Webhook(c) => webhooks::run(ctx, c).await,
         Command::Identity => admin::identity(ctx).await,
         Command::Workspaces => admin::workspaces(ctx).await,
         Command::Workspace(c) => actas::workspace(ctx, c).await,

@@ -1,10 +1,12 @@
 //! Parsing of the compact flag forms: `NAME=VALUE`, `MODEL[:WEIGHT[:PRIORITY]]`, the API-key
-//! header per provider, and the enum values clap checks (a bad one is a usage error).
+//! header per provider, times (`--since 24h`), and the enum values clap checks (a bad one is a
+//! usage error).
 
 use std::collections::BTreeMap;
 
 use anyhow::{anyhow, bail};
 use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
+use portcullis_shared::api::eventing::DeliveryStatus;
 use portcullis_shared::api::gateways::GatewayState;
 use portcullis_shared::api::guards::{GuardAction, GuardKind, GuardStage};
 use portcullis_shared::api::pools::PoolStrategy;
@@ -38,6 +40,21 @@ pub fn pairs(flag: &str, items: &[String]) -> anyhow::Result<Map<String, Value>>
 /// Repeated `NAME=VALUE` flags as a string map; a later NAME wins.
 pub fn string_map(flag: &str, items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     items.iter().map(|item| pair(flag, item)).collect()
+}
+
+/// An RFC 3339 time as given, or a duration back from now (`30s`, `15m`, `2h`, `7d`) as the
+/// RFC 3339 time it reaches.
+pub fn time_arg(t: &str) -> anyhow::Result<String> {
+    Ok(portcullis_client::time::since(t)?)
+}
+
+/// A webhook subscription filter: `key=value` (exact) or `key~=glob`, with a non-empty key.
+/// The server checks the rest (limits, glob shape).
+pub fn webhook_filter(s: &str) -> Result<String, String> {
+    match s.split_once('=') {
+        Some((key, _)) if !key.trim_end_matches('~').is_empty() => Ok(s.to_string()),
+        _ => Err(format!("'{s}' is not key=value or key~=glob")),
+    }
 }
 
 /// `MODEL[:WEIGHT[:PRIORITY]]` → (model, weight, priority); an empty part means the default.
@@ -132,6 +149,11 @@ enum_parser!(
     ["regex", "keywords", "pii", "secrets", "json_schema"]
 );
 enum_parser!(guard_action, GuardAction, ["block", "redact"]);
+enum_parser!(
+    delivery_status,
+    DeliveryStatus,
+    ["pending", "failed", "succeeded", "dlq", "canceled"]
+);
 
 /// A permission name (`gateway.view`, `agents.register`, …).
 pub fn permission(s: &str) -> Result<Permission, String> {
@@ -336,5 +358,32 @@ mod tests {
         assert_eq!(guard_kind("json_schema").unwrap().as_str(), "json_schema");
         assert!(guard_kind("yaml").unwrap_err().contains("json_schema"));
         assert_eq!(guard_action("redact").unwrap().as_str(), "redact");
+        for s in DeliveryStatus::ALL {
+            assert_eq!(delivery_status(s.as_str()), Ok(s));
+        }
+        assert!(delivery_status("done").unwrap_err().contains("dlq"));
+    }
+
+    #[test]
+    fn webhook_filters_need_a_key_and_an_operator() {
+        for good in ["agent_name=billing", "tool_name~=github/*", "k=", "k=a=b"] {
+            assert_eq!(webhook_filter(good).as_deref(), Ok(good));
+        }
+        for bad in ["agent_name", "=x", "~=x", ""] {
+            assert!(webhook_filter(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn times_pass_and_durations_count_back() {
+        assert_eq!(
+            time_arg("2025-01-31T09:00:00Z").unwrap(),
+            "2025-01-31T09:00:00Z"
+        );
+        let an_hour_ago = time_arg("1h").unwrap();
+        let at = chrono::DateTime::parse_from_rfc3339(&an_hour_ago).unwrap();
+        let back = chrono::Utc::now().signed_duration_since(at);
+        assert!((3599..=3610).contains(&back.num_seconds()), "{an_hour_ago}");
+        assert!(time_arg("1 hour").is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! The admin client: Connect unary JSON calls to the control plane with a platform key.
 
 mod guards;
+mod webhooks;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -9,6 +9,7 @@ use portcullis_shared::audit::{
 use crate::args::{AuditCmd, StreamFilters};
 use crate::ctx::{Ctx, Reply};
 use crate::output::{self, Lines};
+use crate::parse::time_arg;
 
 pub async fn run(ctx: &Ctx, cmd: AuditCmd) -> anyhow::Result<()> {
     match cmd {
@@ -141,26 +142,6 @@ fn surface_name(s: &str) -> anyhow::Result<String> {
         _ => bail!("--surface is one of llm, mcp, management, internal (got {s:?})"),
     }
     .to_string())
-}
-
-/// An RFC 3339 time as given, or `15m`/`2h`/`7d`/`30s` back from now.
-fn time_arg(t: &str) -> anyhow::Result<String> {
-    if chrono::DateTime::parse_from_rfc3339(t).is_ok() {
-        return Ok(t.to_string());
-    }
-    let (n, unit) = t.split_at(t.len().saturating_sub(1));
-    let n: i64 = n.parse().map_err(|_| {
-        anyhow!("{t:?} is neither an RFC 3339 time nor a duration like 15m, 2h, 7d")
-    })?;
-    let seconds = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        _ => bail!("{t:?}: a duration ends in s, m, h or d"),
-    };
-    let at = chrono::Utc::now() - chrono::Duration::seconds(seconds);
-    Ok(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
 fn short_result(r: &str) -> String {
