@@ -125,8 +125,12 @@ async fn secrets_never_leak(cp: &ControlPlane) {
     let slack_whsec = slack["signing_secret"].as_str().unwrap().to_string();
     for op in ["ListDestinations", "ListSubscriptions"] {
         replies.push(
-            cp.ok(portcullis_tests::controlplane::EVENTING, op, cp.body(json!({})))
-                .await,
+            cp.ok(
+                portcullis_tests::controlplane::EVENTING,
+                op,
+                cp.body(json!({})),
+            )
+            .await,
         );
     }
     let secrets = [

@@ -26,6 +26,18 @@ async fn subscribe(cp: &ControlPlane, fields: Value) -> Value {
     cp.ok(EVENTING, "CreateSubscription", cp.body(fields)).await
 }
 
+/// Queues an `eventing.test` event for the subscription; the delivery's id.
+async fn test_event(cp: &ControlPlane, subscription: &str) -> String {
+    let t = cp
+        .ok(
+            EVENTING,
+            "TestSubscription",
+            cp.body(json!({"subscription_id": subscription})),
+        )
+        .await;
+    text(&t["delivery_id"]).to_string()
+}
+
 async fn delivery(cp: &ControlPlane, id: &str) -> Value {
     cp.ok(
         EVENTING,
@@ -214,14 +226,7 @@ async fn failures_end_in_dlq_and_bulk_replay_recovers_them_once() {
     receiver.set_down(true);
     let mut dead = Vec::new();
     for _ in 0..3 {
-        let t = cp
-            .ok(
-                EVENTING,
-                "TestSubscription",
-                cp.body(json!({"subscription_id": "ops"})),
-            )
-            .await;
-        dead.push(text(&t["delivery_id"]).to_string());
+        dead.push(test_event(&cp, "ops").await);
     }
     // One more waits an hour on the receiver's Retry-After, and is canceled.
     for id in &dead {
@@ -231,14 +236,7 @@ async fn failures_end_in_dlq_and_bulk_replay_recovers_them_once() {
     }
     receiver.set_down(false);
     receiver.plan(&[Answer::RetryAfter(429, 3600)]);
-    let waiting = cp
-        .ok(
-            EVENTING,
-            "TestSubscription",
-            cp.body(json!({"subscription_id": "ops"})),
-        )
-        .await;
-    let waiting = text(&waiting["delivery_id"]).to_string();
+    let waiting = test_event(&cp, "ops").await;
     for _ in 0..200 {
         if delivery(&cp, &waiting).await["delivery"]["attempts"] == 1 {
             break;
@@ -318,14 +316,7 @@ async fn slow_receivers_time_out_and_gone_destinations_are_disabled() {
     )
     .await;
     receiver.plan(&[Answer::Slow(Duration::from_secs(12)), Answer::Status(410)]);
-    let t = cp
-        .ok(
-            EVENTING,
-            "TestSubscription",
-            cp.body(json!({"subscription_id": "slow"})),
-        )
-        .await;
-    let id = text(&t["delivery_id"]).to_string();
+    let id = test_event(&cp, "slow").await;
     let d = settled(&cp, &id, "failed").await;
     let attempts = d["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2, "{d:#}");
@@ -380,14 +371,7 @@ async fn the_queue_survives_a_restart(backend: Backend) {
     receiver.set_down(true);
     let mut ids = Vec::new();
     for _ in 0..5 {
-        let t = cp
-            .ok(
-                EVENTING,
-                "TestSubscription",
-                cp.body(json!({"subscription_id": "ops"})),
-            )
-            .await;
-        ids.push(text(&t["delivery_id"]).to_string());
+        ids.push(test_event(&cp, "ops").await);
     }
     receiver
         .wait_for("a first attempt of each", |_| receiver.seen().len() >= 5)
@@ -453,14 +437,7 @@ async fn endpoints_must_be_public_https_without_the_flag(cp: &ControlPlane) {
     )
     .await;
     assert!(created["signing_secret"].is_string());
-    let t = cp
-        .ok(
-            EVENTING,
-            "TestSubscription",
-            cp.body(json!({"subscription_id": "rebind"})),
-        )
-        .await;
-    let id = text(&t["delivery_id"]).to_string();
+    let id = test_event(cp, "rebind").await;
     for _ in 0..200 {
         let d = delivery(cp, &id).await;
         if let Some(error) = d["attempts"][0]["error"].as_str() {
@@ -638,14 +615,7 @@ async fn two_replicas_on_one_postgres_send_each_attempt_once() {
     let mut ids = Vec::new();
     for i in 0..60 {
         let cp = if i % 2 == 0 { &a } else { &b };
-        let t = cp
-            .ok(
-                EVENTING,
-                "TestSubscription",
-                cp.body(json!({"subscription_id": "ops"})),
-            )
-            .await;
-        ids.push(text(&t["delivery_id"]).to_string());
+        ids.push(test_event(cp, "ops").await);
     }
     for id in &ids {
         settled(&a, id, "succeeded").await;
