@@ -33,6 +33,7 @@ import tempfile
 import time
 import urllib.request
 
+import ingest
 import webhooks
 
 BIN = os.environ["PORTCULLIS_BENCH_BIN"]
@@ -120,6 +121,11 @@ def ttfb(url, key):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="portcullis-bench-")
+    if os.environ.get("PORTCULLIS_BENCH_ONLY") == "ingest":
+        results = {"machine": machine()}
+        ingest.measure(results, start, BIN, tmp, cpu_seconds)
+        print("\n".join(ingest.rows(results)))
+        return
     fake, fake_addr = start([f"{BIN}/fake-llm", "--listen", "127.0.0.1:0"], f"{tmp}/fake.log")
     cp, cp_addr = start([f"{BIN}/portcullis-controlplane", "--listen", "127.0.0.1:0", "--data-dir", f"{tmp}/cp",
                          "--allow-private-webhook-targets"],

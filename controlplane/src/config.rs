@@ -24,6 +24,9 @@ pub struct Config {
     pub allow_stdio_tools: bool,
     /// Days audit events are kept.
     pub audit_retention_days: u32,
+    /// How SQLite syncs commits: `normal` (nothing acknowledged is lost when the process
+    /// dies; a power cut can roll back the last commits) or `full` (every commit synced).
+    pub sqlite_synchronous: crate::store::SqliteSync,
     /// Days webhook bodies are kept for replay.
     pub webhook_body_retention_days: u32,
     /// The wait before each webhook attempt, comma-separated (`0s,5s,5m,…`); after the last
@@ -58,6 +61,7 @@ impl Default for Config {
             allow_private_webhook_targets: false,
             allow_stdio_tools: true,
             audit_retention_days: 30,
+            sqlite_synchronous: crate::store::SqliteSync::default(),
             webhook_body_retention_days: 7,
             webhook_retry_schedule: crate::webhooks::DEFAULT_SCHEDULE.to_string(),
             log_format: LogFormat::Text,
@@ -66,8 +70,9 @@ impl Default for Config {
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
-const ENV_KEYS: [&str; 10] = [
+const ENV_KEYS: [&str; 11] = [
     "audit_retention_days",
+    "sqlite_synchronous",
     "webhook_body_retention_days",
     "webhook_retry_schedule",
     "allow_stdio_tools",

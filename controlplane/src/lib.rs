@@ -68,7 +68,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let cipher = bootstrap::master_cipher(config.master_key.as_deref(), &config.data_dir)?;
-    let store = store::Store::open(&config.database_url(), cipher)
+    let store = store::Store::open(&config.database_url(), cipher, config.sqlite_synchronous)
         .await
         .context("opening the database")?;
     let bootstrap = bootstrap::ensure(&store, &config.data_dir).await?;

@@ -18,4 +18,4 @@ pub mod tools;
 pub mod webhooks;
 pub mod workspaces;
 
-pub use db::{now_ms, Backend, Conn, Store, StoreError, WriteTx};
+pub use db::{now_ms, Backend, Conn, SqliteSync, Store, StoreError, WriteTx};

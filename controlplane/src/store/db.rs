@@ -35,6 +35,9 @@ pub enum StoreError {
     Seal(#[from] SealError),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A task the write depended on is gone (the service is stopping).
+    #[error("{0}")]
+    Batch(String),
 }
 
 impl StoreError {
@@ -81,6 +84,27 @@ impl Revisions {
     }
 }
 
+/// How SQLite syncs commits to disk (`PRAGMA synchronous`, in WAL mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SqliteSync {
+    /// Every commit is synced: nothing acknowledged is lost even to a power cut.
+    Full,
+    /// The log is synced at checkpoints: nothing acknowledged is lost when the process dies;
+    /// a power cut or OS crash can roll back the last commits.
+    #[default]
+    Normal,
+}
+
+impl SqliteSync {
+    fn pragma(self) -> &'static str {
+        match self {
+            SqliteSync::Full => "PRAGMA synchronous = FULL",
+            SqliteSync::Normal => "PRAGMA synchronous = NORMAL",
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Store {
     pool: AnyPool,
@@ -92,8 +116,9 @@ pub struct Store {
 }
 
 impl Store {
-    /// Connects and migrates. `url` is `sqlite://path?mode=rwc` or `postgres://…`.
-    pub async fn open(url: &str, cipher: Cipher) -> Result<Self, StoreError> {
+    /// Connects and migrates. `url` is `sqlite://path?mode=rwc` or `postgres://…`; `sync` is
+    /// for SQLite.
+    pub async fn open(url: &str, cipher: Cipher, sync: SqliteSync) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = if url.starts_with("sqlite:") {
             Backend::Sqlite
@@ -104,9 +129,18 @@ impl Store {
             return Err(StoreError::UnsupportedUrl(format!("{scheme}:…")));
         };
         let max = if backend == Backend::Sqlite { 8 } else { 16 };
+        let sqlite = backend == Backend::Sqlite;
         let pool = AnyPoolOptions::new()
             .max_connections(max)
             .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if sqlite {
+                        sqlx::query(sync.pragma()).execute(conn).await?;
+                    }
+                    Ok(())
+                })
+            })
             .connect(url)
             .await?;
         if backend == Backend::Sqlite {

@@ -328,3 +328,94 @@ async fn a_flood_of_bad_keys_is_recorded_at_a_bounded_rate() {
         .sum();
     assert!(skipped <= 300 - refused.len() as u64);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_events_survive_a_kill_during_ingest_on_sqlite() {
+    acknowledged_events_survive_a_kill_during_ingest(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_events_survive_a_kill_during_ingest_on_postgres() {
+    acknowledged_events_survive_a_kill_during_ingest(Backend::Postgres).await;
+}
+
+/// Four shippers ingest batches as fast as they can; the control plane is killed (SIGKILL)
+/// while batches are in flight. After a restart every event of every acknowledged batch is
+/// stored (on SQLite with the default `sqlite_synchronous = normal`).
+async fn acknowledged_events_survive_a_kill_during_ingest(backend: Backend) {
+    let mut cp = ControlPlane::start(backend).await;
+    let token = cp
+        .ok(
+            MGMT,
+            "CreateDeployment",
+            cp.body(json!({"name": "gw", "public_url": "http://gateway.test"})),
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut shippers = Vec::new();
+    for _ in 0..4 {
+        let (url, token, ws) = (cp.url.clone(), token.clone(), cp.workspace_id.clone());
+        let acknowledged = acknowledged.clone();
+        shippers.push(tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            loop {
+                let ids: Vec<String> = (0..50).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+                let events: Vec<_> = ids
+                    .iter()
+                    .map(|id| {
+                        json!({"event_id": id, "type": "model.call",
+                            "time": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                            "result": "RESULT_ALLOWED", "scope": {"kind": "agent", "workspace_id": ws},
+                            "actor": {"kind": "ACTOR_KIND_AGENT", "id": "a"}, "resource": {"kind": "model"},
+                            "producer": {"service": "gateway", "instance_id": "i", "version": "0"},
+                            "request": {"surface": "INITIATOR_SURFACE_GATEWAY_LLM"}, "correlation": {},
+                            "data_handling": {}, "payload": {}})
+                    })
+                    .collect();
+                let sent = http
+                    .post(format!("{url}/svc.sync.v1.SyncService/IngestAudit"))
+                    .bearer_auth(&token)
+                    .json(&json!({"events": events}))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(r) if r.status().is_success() => acknowledged.lock().unwrap().extend(ids),
+                    _ => return,
+                }
+            }
+        }));
+    }
+    // Kill it once a good number of batches were acknowledged, with others in flight.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while acknowledged.lock().unwrap().len() < 4000 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cp.stop().await;
+    for s in shippers {
+        let _ = s.await;
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(acknowledged.len() >= 4000, "ingest was too slow to test");
+    cp.restart().await;
+    let stored: HashSet<String> = cp
+        .db_strings(
+            "SELECT event_id FROM audit_events WHERE workspace_id = $1",
+            &cp.workspace_id,
+        )
+        .await
+        .into_iter()
+        .collect();
+    let lost = acknowledged
+        .iter()
+        .filter(|id| !stored.contains(*id))
+        .count();
+    assert_eq!(
+        lost,
+        0,
+        "{lost} of {} acknowledged events were lost",
+        acknowledged.len()
+    );
+}
