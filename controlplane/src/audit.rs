@@ -14,30 +14,43 @@ use tokio::sync::broadcast;
 
 use crate::store::{self, now_ms, Store, StoreError};
 
-/// Live-tail fan-out of newly stored events.
-pub struct Hub {
+mod writer;
+
+/// Who hears of newly stored events: live tails, and the webhook dispatcher.
+#[derive(Clone)]
+struct Fanout {
     sender: broadcast::Sender<Arc<AuditEventV1>>,
     /// Poked when events are queued for webhooks.
     stored: Arc<tokio::sync::Notify>,
 }
 
+/// The audit writer (one per service, started on first use) and the fan-out of what it
+/// stored.
+pub struct Hub {
+    fanout: Fanout,
+    writer: std::sync::OnceLock<writer::Writer>,
+}
+
 impl Default for Hub {
     fn default() -> Self {
         Self {
-            sender: broadcast::channel(4096).0,
-            stored: Arc::default(),
+            fanout: Fanout {
+                sender: broadcast::channel(4096).0,
+                stored: Arc::default(),
+            },
+            writer: std::sync::OnceLock::new(),
         }
     }
 }
 
 impl Hub {
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<AuditEventV1>> {
-        self.sender.subscribe()
+        self.fanout.sender.subscribe()
     }
 
     /// What wakes the webhook dispatcher.
     pub fn stored(&self) -> Arc<tokio::sync::Notify> {
-        self.stored.clone()
+        self.fanout.stored.clone()
     }
 }
 
@@ -60,8 +73,25 @@ pub fn operation(e: &AuditEventV1) -> String {
         .to_string()
 }
 
-/// Stores events (skipping ones already stored) and tells live tails about the new ones.
+/// Stores events (skipping ones already stored) and tells live tails about the new ones;
+/// how many were new. Answers once they are committed: the writer stores what arrives while it
+/// is busy together, in one transaction (group commit).
 pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Result<u64, StoreError> {
+    if events.is_empty() {
+        return Ok(0);
+    }
+    let writer = hub
+        .writer
+        .get_or_init(|| writer::Writer::start(store.clone(), hub.fanout.clone()));
+    writer.write(events).await
+}
+
+/// Stores events in one transaction; the ids that were new.
+async fn write_now(
+    store: &Store,
+    fanout: &Fanout,
+    events: &[AuditEventV1],
+) -> Result<std::collections::HashSet<String>, StoreError> {
     let now = now_ms();
     let ops: Vec<String> = events.iter().map(operation).collect();
     let rows: Vec<store::audit::Columns<'_>> = events
@@ -109,27 +139,24 @@ pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Resul
             let micros = i64::try_from(micros).unwrap_or(i64::MAX / 2);
             store::quotas::add_spend(tx.conn(), ws, quota_id, day, caller, micros).await?;
         }
-        let queued = queue_for_webhooks(tx.conn(), &events, &ids, now).await?;
+        let queued = queue_for_webhooks(tx.conn(), events, &ids, now).await?;
         tx.commit().await?;
         if queued {
-            hub.stored.notify_one();
+            fanout.stored.notify_one();
         }
         ids
     };
-    // In batch order, each new event once (a batch may repeat an id).
-    let mut seen = std::collections::HashSet::new();
-    let stored: Vec<&AuditEventV1> = events
-        .iter()
-        .filter(|e| new_ids.contains(&e.event_id) && seen.insert(e.event_id.as_str()))
-        .collect();
-    let count = stored.len() as u64;
-    // Copies only for live tails that are listening.
-    if hub.sender.receiver_count() > 0 {
-        for e in stored {
-            let _ = hub.sender.send(Arc::new(e.clone()));
+    // Copies only for live tails that are listening: in batch order, each new event once (a
+    // batch may repeat an id).
+    if fanout.sender.receiver_count() > 0 {
+        let mut seen = std::collections::HashSet::new();
+        for e in events {
+            if new_ids.contains(&e.event_id) && seen.insert(e.event_id.as_str()) {
+                let _ = fanout.sender.send(Arc::new(e.clone()));
+            }
         }
     }
-    Ok(count)
+    Ok(new_ids)
 }
 
 /// Queues the new events webhooks can carry, in the ingest's own transaction, so an event
