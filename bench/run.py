@@ -34,6 +34,7 @@ import time
 import urllib.request
 
 import ingest
+import scale
 import webhooks
 
 BIN = os.environ["PORTCULLIS_BENCH_BIN"]
@@ -172,6 +173,12 @@ def main():
     gw_url = f"http://{gw_addr}/gateways/{gid}/v1/chat/completions"
     results = {"machine": machine(), "duration": DURATION, "concurrency": CONCURRENCY, "rate": RATE}
     bench_agent = call(base, key, "GetAgent", {"workspace_id": ws, "agent_id": "bench"})["agent"]["agent_id"]
+    scale_env = {"start": start, "call": call, "oha": oha, "tmp": tmp, "fake_addr": fake_addr, "bin": BIN,
+                 "gw_url": gw_url, "agent_key": agent_key, "peak_rss_mib": peak_rss_mib}
+    if os.environ.get("PORTCULLIS_BENCH_ONLY") == "scale":
+        scale.measure(results, scale_env)
+        print("\n".join(scale.rows(results)))
+        return
     if os.environ.get("PORTCULLIS_BENCH_ONLY") == "webhooks":
         webhooks.measure(results, base, key, ws, token, bench_agent, OHA, fake_addr)
         print("\n".join(webhooks.rows(results)))
@@ -514,6 +521,7 @@ def table(r):
         f"| non-2xx replies (saturation / fixed rate / MCP) | {ds['requests'] - ds['ok']} / {df['requests'] - df['ok']} / {dm['requests'] - dm['ok']} | {gs['requests'] - gs['ok']} / {gf['requests'] - gf['ok']} / {gm['requests'] - gm['ok']} | |",
         *extra_rows(r, df),
         *webhooks.rows(r),
+        *scale.rows(r),
     ]
     return "\n".join(rows) + f"\n\nMachine: {r['machine']}; {r['duration']} per run.\n"
 

@@ -13,8 +13,10 @@ const WAIT_SECONDS: u32 = 25;
 
 /// Compiles and swaps in a snapshot; refuses it (keeping the current one) when invalid.
 pub fn apply(gateway: &Gateway, snapshot: &Snapshot) -> bool {
+    let started = std::time::Instant::now();
     match super::compile(snapshot, &gateway.runtime) {
         Ok(compiled) => {
+            let compile_ms = started.elapsed().as_secs_f64() * 1000.0;
             let revision = compiled.revision;
             if let Some(mine) = gateway.config.public_url.as_deref() {
                 if mine.trim_end_matches('/') != snapshot.public_url {
@@ -26,8 +28,12 @@ pub fn apply(gateway: &Gateway, snapshot: &Snapshot) -> bool {
                 }
             }
             warm_issuers(gateway, &compiled);
+            let agents = compiled.agents.len();
+            let swapping = std::time::Instant::now();
+            // The old snapshot is freed here unless a request still holds it.
             gateway.snapshot.store(Some(Arc::new(compiled)));
-            tracing::info!(revision, "Snapshot applied.");
+            let swap_ms = swapping.elapsed().as_secs_f64() * 1000.0;
+            tracing::info!(revision, agents, compile_ms, swap_ms, "Snapshot applied.");
             true
         }
         Err(errors) => {
@@ -125,8 +131,21 @@ async fn fetch(outcome: reqwest::Result<reqwest::Response>) -> Result<GetSnapsho
         let body = response.text().await.unwrap_or_default();
         return Err(format!("control plane answered {status}: {body}"));
     }
-    response
-        .json()
+    let body = response
+        .bytes()
         .await
-        .map_err(|e| format!("unreadable snapshot: {e}"))
+        .map_err(|e| format!("control plane unreachable: {e}"))?;
+    let started = std::time::Instant::now();
+    let reply: GetSnapshotResponse =
+        serde_json::from_slice(&body).map_err(|e| format!("unreadable snapshot: {e}"))?;
+    if let Some(snapshot) = &reply.snapshot {
+        let parse_ms = started.elapsed().as_secs_f64() * 1000.0;
+        tracing::info!(
+            revision = snapshot.revision,
+            bytes = body.len(),
+            parse_ms,
+            "Snapshot received."
+        );
+    }
+    Ok(reply)
 }
