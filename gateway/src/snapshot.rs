@@ -381,11 +381,18 @@ impl Health {
     }
 }
 
+/// A rule bundle's policies, parsed and validated.
+type CheckedBundle = Arc<Vec<cedar_policy::Policy>>;
+
 /// What outlives snapshot swaps: health and round-robin cursors by id, Google tokens by
-/// service-account key, AWS credentials by assumed role, act-as issuers' keys by URL.
+/// service-account key, AWS credentials by assumed role, act-as issuers' keys by URL, and
+/// rule bundles already parsed, by their text.
 #[derive(Default)]
 pub struct Runtime {
     health: Mutex<HashMap<String, Arc<Health>>>,
+    /// (id prefix, policies text) → the parsed and validated policies: a snapshot that
+    /// changes one agent checks one bundle, not every agent's.
+    bundles: Mutex<HashMap<(String, String), CheckedBundle>>,
     cursors: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     google_tokens: Mutex<HashMap<String, Arc<Expiring<String>>>>,
     aws_roles: Mutex<HashMap<String, Arc<Expiring<aws_credential_types::Credentials>>>>,
@@ -413,6 +420,31 @@ impl Runtime {
             .clone()
     }
 
+    /// Parses and validates (strictly, against the schema) each bundle not checked before, by
+    /// prefix and text, and forgets bundles the snapshot no longer has; the policies in the
+    /// given order, or each bundle's error. Validation is per policy, so checking bundles
+    /// apart finds what checking their union would.
+    pub fn checked_bundles<'a>(
+        &self,
+        bundles: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> Vec<Result<CheckedBundle, portcullis_shared::policy::PolicyError>> {
+        let mut cache = self.bundles.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = HashMap::with_capacity(cache.len());
+        let out = bundles
+            .map(|(prefix, text)| {
+                let key = (prefix.to_string(), text.to_string());
+                let parsed = match cache.remove(&key).or_else(|| kept.get(&key).cloned()) {
+                    Some(p) => p,
+                    None => Arc::new(check_bundle(prefix, text)?),
+                };
+                kept.insert(key, parsed.clone());
+                Ok(parsed)
+            })
+            .collect();
+        *cache = kept;
+        out
+    }
+
     /// The credential cache of an assumed role.
     pub fn aws_role(
         &self,
@@ -425,4 +457,14 @@ impl Runtime {
             .or_insert_with(|| Arc::new(Expiring::new(crate::cloud::aws::MARGIN)))
             .clone()
     }
+}
+
+fn check_bundle(
+    prefix: &str,
+    text: &str,
+) -> Result<Vec<cedar_policy::Policy>, portcullis_shared::policy::PolicyError> {
+    use portcullis_shared::policy;
+    let parsed = policy::parse_bundle(prefix, text)?;
+    policy::validate(&policy::policy_set(parsed.iter().cloned())?)?;
+    Ok(parsed)
 }

@@ -67,14 +67,20 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         );
     }
 
-    // Every bundle is parsed with its qualified ids; the union must validate.
+    // Every bundle is parsed with its qualified ids and validated (once while its text stays
+    // the same).
     let mut workspace: Vec<Policy> = Vec::new();
     let mut by_agent: HashMap<&str, Vec<Policy>> = HashMap::new();
     let mut by_gateway: HashMap<&str, Vec<Policy>> = HashMap::new();
     let mut all: Vec<Policy> = Vec::new();
-    for b in &snap.bundles {
-        let parsed = match policy::parse_bundle(&b.id_prefix, &b.policies) {
-            Ok(p) => p,
+    let parsed_bundles = runtime.checked_bundles(
+        snap.bundles
+            .iter()
+            .map(|b| (b.id_prefix.as_str(), b.policies.as_str())),
+    );
+    for (b, parsed) in snap.bundles.iter().zip(parsed_bundles) {
+        let parsed: Vec<Policy> = match parsed {
+            Ok(p) => p.as_ref().clone(),
             Err(e) => {
                 errors.push(format!("rule bundle {}: {e}", b.bundle_id));
                 continue;
@@ -92,13 +98,9 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
             )),
         }
     }
-    match policy::policy_set(all) {
-        Ok(set) => {
-            if let Err(e) = policy::validate(&set) {
-                errors.push(e.to_string());
-            }
-        }
-        Err(e) => errors.push(e.to_string()),
+    // Each bundle was validated on its own; together their ids must not collide.
+    if let Err(e) = policy::policy_set(all) {
+        errors.push(e.to_string());
     }
 
     let mut tools: HashMap<String, Arc<ToolEntry>> = HashMap::new();

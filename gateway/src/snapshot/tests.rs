@@ -238,3 +238,40 @@ async fn a_refused_snapshot_leaves_the_serving_one_in_place() {
     assert!(!super::sync::apply(&gateway, &bad));
     assert_eq!(gateway.current().map(|s| s.revision), Some(7));
 }
+
+#[test]
+fn bundles_are_checked_once_while_their_text_stays_the_same() {
+    let runtime = Runtime::default();
+    let a = "permit (principal, action, resource);";
+    let b = "forbid (principal, action, resource);";
+    let first = runtime.checked_bundles([("ws/a", a), ("ws/b", b)].into_iter());
+    let again = runtime.checked_bundles(
+        [
+            ("ws/a", a),
+            ("ws/b", "@id(\"x\") forbid (principal, action, resource);"),
+        ]
+        .into_iter(),
+    );
+    let (first_a, again_a) = (first[0].as_ref().unwrap(), again[0].as_ref().unwrap());
+    assert!(
+        std::sync::Arc::ptr_eq(first_a, again_a),
+        "an unchanged bundle is not parsed again"
+    );
+    assert_eq!(
+        again[1].as_ref().unwrap()[0].id().to_string(),
+        "ws/b/x",
+        "a changed one is"
+    );
+    // A bundle the snapshot no longer has is forgotten; a bad one is an error, not cached.
+    let later = runtime.checked_bundles([("ws/b", b), ("ws/c", "permit (")].into_iter());
+    assert!(!std::sync::Arc::ptr_eq(
+        later[0].as_ref().unwrap(),
+        first[1].as_ref().unwrap()
+    ));
+    assert!(later[1].is_err());
+    let last = runtime.checked_bundles([("ws/a", a)].into_iter());
+    assert!(
+        !std::sync::Arc::ptr_eq(last[0].as_ref().unwrap(), first_a),
+        "ws/a was forgotten"
+    );
+}
