@@ -6,25 +6,18 @@ synthetic model-call events to each through `SyncService/IngestAudit` in batches
 gateway does, from 4 shippers at once. Alternates between them per round and reports, per
 variant, events stored per second and control-plane CPU per event (medians of the rounds).
 """
-import json
 import random
 import sqlite3
 import threading
 import time
-import urllib.request
 import uuid
+
+from webhooks import post
 
 EVENTS = 20000
 BATCH = 100
 SHIPPERS = 4
 ROUNDS = 3
-
-
-def post(base, token, path, body):
-    req = urllib.request.Request(f"{base}/{path}", data=json.dumps(body).encode(),
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req) as r:
-        return json.load(r)
 
 
 def call(base, key, op, body):

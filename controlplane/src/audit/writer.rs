@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 
+use futures_util::FutureExt;
 use portcullis_shared::audit::AuditEventV1;
 use tokio::sync::{mpsc, oneshot};
 
@@ -57,7 +58,11 @@ async fn run(store: Store, fanout: Fanout, mut queue: mpsc::UnboundedReceiver<Jo
                 Err(_) => break,
             }
         }
-        commit(&store, &fanout, group).await;
+        // A panic fails this group's callers (their answers are dropped), not the writer.
+        let committed = std::panic::AssertUnwindSafe(commit(&store, &fanout, group));
+        if committed.catch_unwind().await.is_err() {
+            tracing::error!("The audit writer failed on a group; its callers were told to retry.");
+        }
     }
 }
 
