@@ -428,14 +428,27 @@ impl Runtime {
         &self,
         bundles: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Vec<Result<CheckedBundle, portcullis_shared::policy::PolicyError>> {
+        let bundles: Vec<((String, String), &str, &str)> = bundles
+            .map(|(prefix, text)| ((prefix.to_string(), text.to_string()), prefix, text))
+            .collect();
         let mut cache = self.bundles.lock().unwrap_or_else(|e| e.into_inner());
-        let mut kept = HashMap::with_capacity(cache.len());
+        let new: Vec<(&str, &str)> = bundles
+            .iter()
+            .filter(|(key, _, _)| !cache.contains_key(key))
+            .map(|(_, prefix, text)| (*prefix, *text))
+            .collect();
+        let mut checked = check_all(&new).into_iter();
+        let mut kept = HashMap::with_capacity(bundles.len());
         let out = bundles
-            .map(|(prefix, text)| {
-                let key = (prefix.to_string(), text.to_string());
+            .into_iter()
+            .map(|(key, _, _)| {
                 let parsed = match cache.remove(&key).or_else(|| kept.get(&key).cloned()) {
                     Some(p) => p,
-                    None => Arc::new(check_bundle(prefix, text)?),
+                    None => Arc::new(checked.next().unwrap_or_else(|| {
+                        Err(portcullis_shared::policy::PolicyError::Invalid(
+                            "the bundle was not checked".into(),
+                        ))
+                    })?),
                 };
                 kept.insert(key, parsed.clone());
                 Ok(parsed)
@@ -459,12 +472,44 @@ impl Runtime {
     }
 }
 
-fn check_bundle(
-    prefix: &str,
-    text: &str,
-) -> Result<Vec<cedar_policy::Policy>, portcullis_shared::policy::PolicyError> {
+/// Checks bundles on every core (a first snapshot of a large workspace holds thousands),
+/// each thread with its own validator; the results in the given order.
+fn check_all(
+    bundles: &[(&str, &str)],
+) -> Vec<Result<Vec<cedar_policy::Policy>, portcullis_shared::policy::PolicyError>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = bundles.len().div_ceil(threads.max(1)).max(256);
+    std::thread::scope(|scope| {
+        let running: Vec<_> = bundles
+            .chunks(chunk.max(1))
+            .map(|part| (part.len(), scope.spawn(move || check_part(part))))
+            .collect();
+        running
+            .into_iter()
+            .flat_map(|(len, handle)| {
+                handle.join().unwrap_or_else(|_| {
+                    let failed = portcullis_shared::policy::PolicyError::Invalid(
+                        "checking the bundle failed".into(),
+                    );
+                    vec![Err(failed); len]
+                })
+            })
+            .collect()
+    })
+}
+
+fn check_part(
+    bundles: &[(&str, &str)],
+) -> Vec<Result<Vec<cedar_policy::Policy>, portcullis_shared::policy::PolicyError>> {
     use portcullis_shared::policy;
-    let parsed = policy::parse_bundle(prefix, text)?;
-    policy::validate(&policy::policy_set(parsed.iter().cloned())?)?;
-    Ok(parsed)
+    let validator = policy::validator();
+    bundles
+        .iter()
+        .map(|(prefix, text)| {
+            let validator = validator.as_ref().map_err(Clone::clone)?;
+            let parsed = policy::parse_bundle(prefix, text)?;
+            policy::validate_with(validator, &policy::policy_set(parsed.iter().cloned())?)?;
+            Ok(parsed)
+        })
+        .collect()
 }

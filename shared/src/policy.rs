@@ -170,7 +170,16 @@ pub fn policy_set(policies: impl IntoIterator<Item = Policy>) -> Result<PolicySe
 
 /// Validates a policy set against the schema in strict mode.
 pub fn validate(set: &PolicySet) -> Result<(), PolicyError> {
-    let validator = Validator::new(schema()?.clone());
+    validate_with(&validator()?, set)
+}
+
+/// A validator for the schema, to validate many sets with one.
+pub fn validator() -> Result<Validator, PolicyError> {
+    Ok(Validator::new(schema()?.clone()))
+}
+
+/// [`validate`] with a validator made once.
+pub fn validate_with(validator: &Validator, set: &PolicySet) -> Result<(), PolicyError> {
     let result = validator.validate(set, ValidationMode::Strict);
     if result.validation_passed() {
         return Ok(());
