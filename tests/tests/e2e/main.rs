@@ -14,6 +14,7 @@ mod api;
 mod audit;
 mod audit_delivery;
 mod cli;
+mod cli_families;
 mod cloud;
 mod conformance;
 mod exchange;

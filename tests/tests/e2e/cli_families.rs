@@ -1,0 +1,413 @@
+//! The `portcullis` command's resource families against a real control plane: tools,
+//! act-as, guards and webhooks.
+
+use portcullis_tests::process::bin;
+use portcullis_tests::{Backend, ControlPlane};
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::cli::{as_admin, cli};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_commands() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: Vec<&'static str>| as_admin(&cp, dir.path(), args);
+    let (code, out, err) = run(vec![
+        "tool",
+        "add",
+        "docs",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--authorization",
+        "Bearer cli-tool-secret",
+        "--header",
+        "X-Team=blue",
+        "--gateway",
+        "default",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("streamable-http") && !out.contains("cli-tool-secret"),
+        "{out}"
+    );
+    let (code, out, err) = run(vec![
+        "tool",
+        "header",
+        "add",
+        "docs",
+        "X-Key=secret:Authorization",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("X-Team") && out.contains("X-Key"), "{out}");
+    let (code, out, _) = run(vec!["tool", "header", "remove", "docs", "X-Team"]).await;
+    assert_eq!(code, 0);
+    assert!(!out.contains("X-Team"), "{out}");
+    let (code, _, err) = run(vec!["tool", "header", "add", "docs", "X-As=actas"]).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = run(vec!["--json", "tool", "get", "docs"]).await;
+    assert_eq!(code, 0);
+    let tool: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        tool["tool"]["protocol_config"]["url"], "http://127.0.0.1:9/mcp",
+        "header edits keep the rest of the stored state"
+    );
+    assert_eq!(tool["tool"]["gateways"][0]["name"], "default");
+    let (code, out, _) = run(vec![
+        "tool",
+        "block",
+        "docs",
+        "search",
+        "--message",
+        "audit",
+    ])
+    .await;
+    assert_eq!(code, 0);
+    assert!(out.contains("docs/search: blocked"), "{out}");
+    let (code, out, _) = run(vec!["tool", "tools", "docs", "--include-blocked"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("search") && out.contains("blocked"), "{out}");
+    let (code, _, err) = run(vec!["tool", "sync", "docs"]).await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("shared tools are synced by the gateways"),
+        "{err}"
+    );
+    let (code, _, err) = run(vec!["gateway", "tool-add", "default", "docs", "search"]).await;
+    assert_eq!(code, 1, "an undiscovered operation cannot be attached");
+    assert!(err.contains("no discovered operation"), "{err}");
+    let (code, _, err) = run(vec!["tool", "remove", "docs"]).await;
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Act-as from the command line: verification providers (the HMAC secret from the
+/// environment, never printed), the workspace's floor, and a key bound to a person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_as_commands() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("PORTCULLIS_URL", cp.url.as_str()),
+        ("PORTCULLIS_KEY", cp.key.as_str()),
+    ];
+    let secret = "cli-shared-secret-0123456789";
+    let with_secret = [env[0], env[1], ("PORTCULLIS_ACTAS_HMAC_SECRET", secret)];
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &[
+            "actas-provider",
+            "create",
+            "corp-idp",
+            "--issuer",
+            "https://idp.example",
+            "--audience",
+            "gw",
+            "--groups-claim",
+            "roles",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("roles") && out.contains("oidc"), "{out}");
+    let (code, out, err) = cli(
+        dir.path(),
+        &with_secret,
+        &["actas-provider", "create", "signer", "--method", "hmac"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains(secret), "the secret was printed: {out}");
+    let (code, out, _) = cli(dir.path(), &env, &["actas-provider", "list"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("corp-idp") && out.contains("signer"), "{out}");
+    let (code, _, err) = cli(
+        dir.path(),
+        &env,
+        &["actas-provider", "create", "x", "--method", "saml"],
+    )
+    .await;
+    assert_eq!(code, 2, "clap refuses an unknown method: {err}");
+
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &["workspace", "update", "--actas-min-method", "oidc"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, out, _) = cli(dir.path(), &env, &["workspaces"]).await;
+    assert!(out.contains("oidc"), "{out}");
+
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &["agent", "register", "bot", "--actas-method", "bound"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &[
+            "--json",
+            "key",
+            "create",
+            "bot",
+            "carol",
+            "--bound-sub",
+            "carol",
+            "--bound-email",
+            "carol@corp.com",
+            "--bound-group",
+            "eng",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let key: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(key["key"]["bound_subject"]["groups"][0], "eng", "{key}");
+    let (code, _, err) = cli(dir.path(), &env, &["actas-provider", "delete", "signer"]).await;
+    assert_eq!(code, 0, "{err}");
+}
+
+/// Guards from the command line: config from flags (the kind implied), scope by name, the
+/// server's reason for a bad pattern, tests on a sample given inline or on standard input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_commands() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: Vec<&'static str>| as_admin(&cp, dir.path(), args);
+    let (code, out, err) = run(vec![
+        "guard",
+        "create",
+        "tickets",
+        "--stage",
+        "llm_output",
+        "--action",
+        "redact",
+        "--pattern",
+        r"TICKET-\d{4}",
+        "--gateway",
+        "default",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("regex") && out.contains(&cp.default_gateway_id),
+        "the kind implied, the gateway's name resolved: {out}"
+    );
+    let (code, out, err) = run(vec![
+        "guard",
+        "create",
+        "digits",
+        "--stage",
+        "llm_output",
+        "--action",
+        "block",
+        "--pattern",
+        r"\d+",
+    ])
+    .await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("any length") && err.contains("invalid_argument"),
+        "{err}"
+    );
+    let (code, out, err) = run(vec![
+        "guard",
+        "create",
+        "codename",
+        "--stage",
+        "tool_result",
+        "--action",
+        "block",
+        "--keyword",
+        "Falcon",
+        "--case-sensitive",
+        "--disabled",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = run(vec![
+        "guard",
+        "create",
+        "x",
+        "--stage",
+        "llm_output",
+        "--pattern",
+        "a{2}",
+        "--keyword",
+        "b",
+    ])
+    .await;
+    assert_eq!(code, 2, "one source of config: {err}");
+    let (code, out, _) = run(vec!["guard", "list", "--stage", "tool_result"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("codename") && !out.contains("tickets"),
+        "{out}"
+    );
+    let (code, out, _) = run(vec!["--json", "guard", "get", "codename"]).await;
+    assert_eq!(code, 0);
+    let g: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&g["guard"]["config"], &g["guard"]["enabled"]),
+        (
+            &serde_json::json!({"keywords": ["Falcon"], "case_sensitive": true}),
+            &Value::Bool(false)
+        )
+    );
+    let (code, out, err) = run(vec![
+        "guard",
+        "update",
+        "tickets",
+        "--all-scope",
+        "--disable",
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("everywhere") && out.contains("enabled:"),
+        "{out}"
+    );
+    let (code, out, err) = run(vec![
+        "guard",
+        "test",
+        "tickets",
+        "--sample",
+        "see TICKET-1234 now",
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("output: see [REDACTED:regex] now") && out.contains("regex at 4..15"),
+        "{out}"
+    );
+    let mut piped = Command::new(bin("portcullis"));
+    piped
+        .current_dir(dir.path())
+        .args(["guard", "test", "codename", "--sample", "-"])
+        .env("PORTCULLIS_URL", &cp.url)
+        .env("PORTCULLIS_KEY", &cp.key)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = piped.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"Project Falcon ships")
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("blocked: yes"),
+        "{text}"
+    );
+    let (code, out, _) = run(vec!["guard", "delete", "codename"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("Deleted guard codename."), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_commands() {
+    let cp = ControlPlane::start_with(
+        Backend::Sqlite,
+        &[("PORTCULLIS_ALLOW_PRIVATE_WEBHOOK_TARGETS", "true")],
+    )
+    .await;
+    let receiver = portcullis_tests::receiver::Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = receiver.url();
+    let (code, out, err) = as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "webhook",
+            "subscription",
+            "create",
+            "ops",
+            "--event-type",
+            "eventing.test",
+            "--endpoint",
+            &url,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("whsec_"), "the secret is shown once: {out}");
+    let (code, out, err) = as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "webhook",
+            "subscription",
+            "create",
+            "bad",
+            "--event-type",
+            "nope",
+            "--endpoint",
+            &url,
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("invalid_argument") && err.contains("event_types[0]"),
+        "{err}"
+    );
+    let (code, out, err) = as_admin(
+        &cp,
+        dir.path(),
+        vec!["webhook", "subscription", "test", "ops"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    receiver
+        .wait_for("the test event", |s| s.json()["type"] == "eventing.test")
+        .await;
+    let (code, out, _) = as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "--json",
+            "webhook",
+            "delivery",
+            "list",
+            "--subscription",
+            "ops",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        listed["deliveries"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+    let (code, out, err) = as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "--json",
+            "webhook",
+            "delivery",
+            "replay-failed",
+            "--since",
+            "1h",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let replayed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(replayed["matched"], 0, "nothing failed: {replayed}");
+    let (code, out, _) = as_admin(&cp, dir.path(), vec!["webhook", "providers"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("slack") && out.contains("webhook_url"),
+        "{out}"
+    );
+}
