@@ -34,6 +34,7 @@ import time
 import urllib.request
 
 import ingest
+import peers
 import scale
 import webhooks
 
@@ -126,6 +127,13 @@ def main():
         results = {"machine": machine()}
         ingest.measure(results, start, BIN, tmp, cpu_seconds)
         print("\n".join(ingest.rows(results)))
+        return
+    if os.environ.get("PORTCULLIS_BENCH_ONLY") == "peers":
+        results = {"machine": machine(), "duration": DURATION}
+        peers.measure(results, {"start": start, "call": call, "bin": BIN, "oha": OHA, "tmp": tmp, "duration": DURATION})
+        text = "\n".join(peers.rows(results))
+        peers.write(results, text)
+        print(text)
         return
     fake, fake_addr = start([f"{BIN}/fake-llm", "--listen", "127.0.0.1:0"], f"{tmp}/fake.log")
     cp, cp_addr = start([f"{BIN}/portcullis-controlplane", "--listen", "127.0.0.1:0", "--data-dir", f"{tmp}/cp",

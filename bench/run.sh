@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds release binaries, installs the load generator (oha, from crates.io) and runs
 # bench/run.py. Results: a Markdown table on stdout and bench/results/latest.json.
+# PORTCULLIS_BENCH_ONLY=peers also installs the peers (bench/peers.sh) and builds `portcullis`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/portcullis-target}"
@@ -8,5 +9,10 @@ tools="$HOME/.cache/portcullis-tools"
 if [ ! -x "$tools/bin/oha" ]; then
   cargo install oha --locked --root "$tools"
 fi
-cargo build --release --locked -p portcullis-controlplane -p portcullis-gateway -p portcullis-tests --bins
+packages=(-p portcullis-controlplane -p portcullis-gateway -p portcullis-tests)
+if [ "${PORTCULLIS_BENCH_ONLY:-}" = peers ]; then
+  bench/peers.sh
+  packages+=(-p portcullis-cli)
+fi
+cargo build --release --locked "${packages[@]}" --bins
 PORTCULLIS_BENCH_BIN="$CARGO_TARGET_DIR/release" PORTCULLIS_OHA="$tools/bin/oha" python3 bench/run.py
