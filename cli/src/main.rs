@@ -13,8 +13,13 @@ mod up;
 use std::process::ExitCode;
 
 use clap::Parser;
+use mimalloc::MiMalloc;
 
 use args::{Cli, Command};
+
+// The gateway's allocator, for `portcullis up` too: it serves requests on every core.
+#[global_allocator]
+static GLOBAL: MiMalloc = MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {

@@ -4,8 +4,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
+use mimalloc::MiMalloc;
 use portcullis_controlplane::config::{Config, LogFormat};
 use serde::Serialize;
+
+#[global_allocator]
+static GLOBAL: MiMalloc = MiMalloc;
 
 #[derive(Debug, Parser, Serialize)]
 #[command(
