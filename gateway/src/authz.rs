@@ -1,5 +1,6 @@
-//! Step three: may this agent do this, here? Cedar evaluates the agent's sliced policy set
-//! (and the gateway's scoped admin bundles, when it has any). Default deny; a forbid wins;
+//! Step three: may this agent do this, here? Cedar evaluates the workspace's bundles, the
+//! agent's own and the gateway's scoped admin bundles, each a policy set shared across agents
+//! and snapshots, and the answers combine as one set's would: default deny; a forbid wins;
 //! attachment alone authorizes nothing.
 
 use cedar_policy::{
@@ -112,10 +113,13 @@ pub fn check(
         determining_policy: "default-deny".into(),
     })?;
     let authorizer = Authorizer::new();
-    let mut responses = vec![evaluate(&authorizer, &agent.policies, snap, &request)];
-    if let Some(scoped) = &gateway.policies {
-        responses.push(evaluate(&authorizer, scoped, snap, &request));
-    }
+    let responses: Vec<Response> = snap
+        .workspace_policies
+        .iter()
+        .chain(&agent.policies)
+        .chain(&gateway.policies)
+        .map(|set| evaluate(&authorizer, set, snap, &request))
+        .collect();
     for r in &responses {
         for e in r.diagnostics().errors() {
             tracing::debug!(error = %e, "A policy errored during evaluation and was skipped.");

@@ -46,6 +46,8 @@ pub struct Compiled {
     /// audience, expiry). A signature is checked once per token and snapshot, not per call.
     pub verified_tokens: std::sync::RwLock<HashMap<Box<str>, crate::authn::Verified>>,
     pub agents: Vec<AgentEntry>,
+    /// The workspace-scoped bundles, evaluated for every agent beside its own.
+    pub workspace_policies: Vec<Arc<PolicySet>>,
     /// Every agent, gateway, model and pool, for Cedar.
     pub entities: Entities,
     /// How many decision slots each agent's memo has (see [`AgentEntry::memo`]).
@@ -71,7 +73,7 @@ pub struct GatewayEntry {
     /// Target names in order, for `/v1/models`.
     pub target_names: Vec<String>,
     /// Admin bundles scoped to this gateway.
-    pub policies: Option<PolicySet>,
+    pub policies: Vec<Arc<PolicySet>>,
     /// Tool connections attached whole, by id.
     pub tool_sources: std::collections::HashSet<String>,
     /// Single operations attached: (connection id, operation).
@@ -321,8 +323,9 @@ pub struct AgentEntry {
     pub name: String,
     pub status: AgentStatus,
     pub uid: EntityUid,
-    /// The agent's own bundle, its agent-scoped admin bundles and the workspace's policies.
-    pub policies: PolicySet,
+    /// The agent's own bundle and its agent-scoped admin bundles, each shared with the
+    /// runtime's cache (the workspace's bundles are [`Compiled::workspace_policies`]).
+    pub policies: Vec<Arc<PolicySet>>,
     pub actas_method: Option<ActAsMethod>,
     pub actas_required: bool,
     /// The HMAC act-as secret (the agent's own or its provider's), when the method is `hmac`.
@@ -381,8 +384,8 @@ impl Health {
     }
 }
 
-/// A rule bundle's policies, parsed and validated.
-type CheckedBundle = Arc<Vec<cedar_policy::Policy>>;
+/// A bundle's policies, parsed with qualified ids and validated, as one policy set.
+type CheckedBundle = Arc<PolicySet>;
 
 /// What outlives snapshot swaps: health and round-robin cursors by id, Google tokens by
 /// service-account key, AWS credentials by assumed role, act-as issuers' keys by URL, and
@@ -390,8 +393,9 @@ type CheckedBundle = Arc<Vec<cedar_policy::Policy>>;
 #[derive(Default)]
 pub struct Runtime {
     health: Mutex<HashMap<String, Arc<Health>>>,
-    /// (id prefix, policies text) → the parsed and validated policies: a snapshot that
-    /// changes one agent checks one bundle, not every agent's.
+    /// (id prefix, policies text) → the parsed and validated policy set: a snapshot that
+    /// changes one agent checks one bundle, not every agent's, and every snapshot shares the
+    /// sets of the bundles it keeps.
     bundles: Mutex<HashMap<(String, String), CheckedBundle>>,
     cursors: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     google_tokens: Mutex<HashMap<String, Arc<Expiring<String>>>>,
@@ -476,7 +480,7 @@ impl Runtime {
 /// each thread with its own validator; the results in the given order.
 fn check_all(
     bundles: &[(&str, &str)],
-) -> Vec<Result<Vec<cedar_policy::Policy>, portcullis_shared::policy::PolicyError>> {
+) -> Vec<Result<PolicySet, portcullis_shared::policy::PolicyError>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = bundles.len().div_ceil(threads.max(1)).max(256);
     std::thread::scope(|scope| {
@@ -500,16 +504,16 @@ fn check_all(
 
 fn check_part(
     bundles: &[(&str, &str)],
-) -> Vec<Result<Vec<cedar_policy::Policy>, portcullis_shared::policy::PolicyError>> {
+) -> Vec<Result<PolicySet, portcullis_shared::policy::PolicyError>> {
     use portcullis_shared::policy;
     let validator = policy::validator();
     bundles
         .iter()
         .map(|(prefix, text)| {
             let validator = validator.as_ref().map_err(Clone::clone)?;
-            let parsed = policy::parse_bundle(prefix, text)?;
-            policy::validate_with(validator, &policy::policy_set(parsed.iter().cloned())?)?;
-            Ok(parsed)
+            let set = policy::policy_set(policy::parse_bundle(prefix, text)?)?;
+            policy::validate_with(validator, &set)?;
+            Ok(set)
         })
         .collect()
 }

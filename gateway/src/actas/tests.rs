@@ -23,7 +23,6 @@ fn verify(agent: &AgentEntry, header: Option<&[u8]>, now: i64) -> Result<ActAs, 
 
 mod unit {
     use super::*;
-    use cedar_policy::PolicySet;
     use portcullis_shared::api::agents::AgentStatus;
     use portcullis_shared::policy::{uid, Kind};
 
@@ -33,7 +32,7 @@ mod unit {
             name: "a".into(),
             status: AgentStatus::Active,
             uid: uid(Kind::Agent, "a"),
-            policies: PolicySet::new(),
+            policies: Vec::new(),
             actas_method: method,
             actas_required: false,
             actas_hmac_secret: Some("0123456789abcdef".into()),

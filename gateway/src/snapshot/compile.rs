@@ -1,12 +1,12 @@
 //! `Snapshot → compile() → Compiled`: everything a request needs, built once per revision off
-//! the request path: key lookup, per-agent policy sets validated against the schema, Cedar
-//! entities, routing tables, upstream URLs and credential headers. A snapshot with any error is
-//! refused whole.
+//! the request path: key lookup, each rule bundle's policy set validated against the schema
+//! (shared across snapshots while its text stays the same), Cedar entities, routing tables,
+//! upstream URLs and credential headers. A snapshot with any error is refused whole.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cedar_policy::{Entities, Entity, Policy, PolicySet};
+use cedar_policy::{Entities, Entity, PolicySet};
 use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::rules::BundleScope;
 use portcullis_shared::api::{AuthMethod, CredentialType};
@@ -17,7 +17,9 @@ use super::*;
 
 pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<String>> {
     let mut errors = Vec::new();
-    let mut entities: Vec<Entity> = Vec::new();
+    let mut entities: Vec<Entity> = Vec::with_capacity(
+        snap.agents.len() + snap.models.len() + snap.pools.len() + snap.gateways.len(),
+    );
     let mut push_entity = |e: Result<Entity, String>, errors: &mut Vec<String>| match e {
         Ok(e) => entities.push(e),
         Err(e) => errors.push(e),
@@ -67,30 +69,29 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         );
     }
 
-    // Every bundle is parsed with its qualified ids and validated (once while its text stays
-    // the same).
-    let mut workspace: Vec<Policy> = Vec::new();
-    let mut by_agent: HashMap<&str, Vec<Policy>> = HashMap::new();
-    let mut by_gateway: HashMap<&str, Vec<Policy>> = HashMap::new();
-    let mut all: Vec<Policy> = Vec::new();
-    let parsed_bundles = runtime.checked_bundles(
+    // Every bundle is parsed with its qualified ids and validated into a policy set (once
+    // while its text stays the same); a request is evaluated against the workspace's sets,
+    // the agent's and the gateway's, so no set is copied into another.
+    let mut workspace: Vec<Arc<PolicySet>> = Vec::new();
+    let mut by_agent: HashMap<&str, Vec<Arc<PolicySet>>> = HashMap::new();
+    let mut by_gateway: HashMap<&str, Vec<Arc<PolicySet>>> = HashMap::new();
+    let checked = runtime.checked_bundles(
         snap.bundles
             .iter()
             .map(|b| (b.id_prefix.as_str(), b.policies.as_str())),
     );
-    for (b, parsed) in snap.bundles.iter().zip(parsed_bundles) {
-        let parsed: Vec<Policy> = match parsed {
-            Ok(p) => p.as_ref().clone(),
+    for (b, set) in snap.bundles.iter().zip(checked) {
+        let set = match set {
+            Ok(set) => set,
             Err(e) => {
                 errors.push(format!("rule bundle {}: {e}", b.bundle_id));
                 continue;
             }
         };
-        all.extend(parsed.iter().cloned());
         match (b.scope, b.scope_id.as_deref()) {
-            (BundleScope::Workspace, _) => workspace.extend(parsed),
-            (BundleScope::Agent, Some(id)) => by_agent.entry(id).or_default().extend(parsed),
-            (BundleScope::Gateway, Some(id)) => by_gateway.entry(id).or_default().extend(parsed),
+            (BundleScope::Workspace, _) => workspace.push(set),
+            (BundleScope::Agent, Some(id)) => by_agent.entry(id).or_default().push(set),
+            (BundleScope::Gateway, Some(id)) => by_gateway.entry(id).or_default().push(set),
             (scope, None) => errors.push(format!(
                 "rule bundle {}: scope {} without scope id",
                 b.bundle_id,
@@ -99,8 +100,13 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         }
     }
     // Each bundle was validated on its own; together their ids must not collide.
-    if let Err(e) = policy::policy_set(all) {
-        errors.push(e.to_string());
+    if let Some(id) = duplicate_id(
+        workspace
+            .iter()
+            .chain(by_agent.values().flatten())
+            .chain(by_gateway.values().flatten()),
+    ) {
+        errors.push(policy::PolicyError::DuplicateId(id).to_string());
     }
 
     let mut tools: HashMap<String, Arc<ToolEntry>> = HashMap::new();
@@ -161,13 +167,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
             }
         }
         target_names.sort();
-        let policies = match by_gateway.remove(g.gateway_id.as_str()) {
-            Some(list) => policy::policy_set(list).map(Some).unwrap_or_else(|e| {
-                errors.push(e.to_string());
-                None
-            }),
-            None => None,
-        };
+        let policies = by_gateway.remove(g.gateway_id.as_str()).unwrap_or_default();
         push_entity(policy::gateway_entity(&g.gateway_id, &g.name), &mut errors);
         let tool_sources: std::collections::HashSet<String> =
             g.tool_sources.iter().cloned().collect();
@@ -215,9 +215,11 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         );
     }
 
-    let mut keys = HashMap::new();
-    let mut agent_ids = HashMap::new();
-    let mut agents = Vec::new();
+    // Sized up front: with thousands of agents, growth by doubling leaves much unused.
+    let keys_len = snap.agents.iter().map(|a| a.key_hashes.len()).sum();
+    let mut keys = HashMap::with_capacity(keys_len);
+    let mut agent_ids = HashMap::with_capacity(snap.agents.len());
+    let mut agents = Vec::with_capacity(snap.agents.len());
     let providers: HashMap<&str, &SnapActAsProvider> = snap
         .actas_providers
         .iter()
@@ -225,15 +227,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         .collect();
     for a in &snap.agents {
         let act_as = super::actas::resolve(a, &providers, runtime);
-        let mut list = workspace.clone();
-        list.extend(by_agent.remove(a.agent_id.as_str()).unwrap_or_default());
-        let policies = match policy::policy_set(list) {
-            Ok(set) => set,
-            Err(e) => {
-                errors.push(format!("agent {}: {e}", a.name));
-                PolicySet::new()
-            }
-        };
+        let policies = by_agent.remove(a.agent_id.as_str()).unwrap_or_default();
         agent_ids.insert(a.agent_id.clone(), agents.len());
         for hash in &a.key_hashes {
             if keys.insert(hash.clone(), agents.len()).is_some() {
@@ -305,6 +299,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         token_keys: token_keys(&snap.token_keys, &mut errors),
         verified_tokens: Default::default(),
         agents,
+        workspace_policies: workspace,
         entities,
         slots,
         actas_min: snap.actas_min_method,
@@ -313,6 +308,15 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
             snap.filter_window_tokens,
         ),
     })
+}
+
+/// A policy id that appears in more than one of these sets, if any.
+fn duplicate_id<'a>(sets: impl Iterator<Item = &'a Arc<PolicySet>>) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    sets.flat_map(|set| set.policies())
+        .map(|p| p.id())
+        .find(|id| !seen.insert(*id))
+        .map(ToString::to_string)
 }
 
 /// The guards of one gateway, for each model target and tool connection it offers.

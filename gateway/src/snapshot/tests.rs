@@ -258,7 +258,14 @@ fn bundles_are_checked_once_while_their_text_stays_the_same() {
         "an unchanged bundle is not parsed again"
     );
     assert_eq!(
-        again[1].as_ref().unwrap()[0].id().to_string(),
+        again[1]
+            .as_ref()
+            .unwrap()
+            .policies()
+            .next()
+            .unwrap()
+            .id()
+            .to_string(),
         "ws/b/x",
         "a changed one is"
     );
@@ -273,5 +280,118 @@ fn bundles_are_checked_once_while_their_text_stays_the_same() {
     assert!(
         !std::sync::Arc::ptr_eq(last[0].as_ref().unwrap(), first_a),
         "ws/a was forgotten"
+    );
+}
+
+/// A bundle of each scope: the workspace's, the agent's own, the gateway's.
+fn scoped(bundle_id: &str, scope: BundleScope, scope_id: Option<&str>, text: &str) -> SnapBundle {
+    SnapBundle {
+        bundle_id: bundle_id.into(),
+        id_prefix: format!("bundle/{bundle_id}"),
+        scope,
+        scope_id: scope_id.map(Into::into),
+        managed: false,
+        policies: text.into(),
+    }
+}
+
+/// The workspace's, the agent's and the gateway's bundles are evaluated side by side and
+/// decide as their union would: any matching forbid wins and is named; otherwise any permit
+/// allows; otherwise default deny.
+#[test]
+fn bundles_of_every_scope_decide_as_one_set() {
+    use crate::authz::check;
+    use crate::request::LazyContext;
+    use portcullis_shared::policy::{Action, RequestContext};
+    let decide = |workspace: &str, bundles: Vec<SnapBundle>| {
+        let mut snap = snapshot(workspace);
+        snap.bundles.extend(bundles);
+        let compiled = compile(&snap, &Runtime::default()).unwrap();
+        let gateway = &compiled.gateways["g1"];
+        let context = LazyContext::new(RequestContext {
+            act_as: Default::default(),
+            gateway_id: "g1".into(),
+            surface: "llm",
+        });
+        let uid = gateway.targets["gpt"].0.uid().clone();
+        check(
+            &compiled,
+            &compiled.agents[0],
+            gateway,
+            Action::LlmInvoke,
+            &uid,
+            &context,
+        )
+        .map_err(|d| (d.reason_code, d.determining_policy))
+    };
+    let all = "@id(\"all\") permit (principal, action, resource);";
+    let no_gpt =
+        "@id(\"no-gpt\") forbid (principal, action == Svc::Action::\"llm:invoke\", resource);";
+    assert_eq!(decide(all, Vec::new()), Ok(()));
+    assert_eq!(
+        decide(
+            all,
+            vec![scoped("mine", BundleScope::Agent, Some("a1"), no_gpt)]
+        ),
+        Err(("forbidden", "bundle/mine/no-gpt".to_string()))
+    );
+    assert_eq!(
+        decide(
+            all,
+            vec![scoped("here", BundleScope::Gateway, Some("g1"), no_gpt)]
+        ),
+        Err(("forbidden", "bundle/here/no-gpt".to_string()))
+    );
+    // Another agent's or gateway's bundle does not apply.
+    assert_eq!(
+        decide(
+            all,
+            vec![
+                scoped("other", BundleScope::Agent, Some("a2"), no_gpt),
+                scoped("elsewhere", BundleScope::Gateway, Some("g2"), no_gpt),
+            ]
+        ),
+        Ok(())
+    );
+    // Without the workspace's permit, the agent's own (or the gateway's) permits; with
+    // neither, nothing does.
+    let none = "@id(\"none\") forbid (principal, action, resource) when { false };";
+    let permit = "permit (principal, action, resource);";
+    assert_eq!(
+        decide(
+            none,
+            vec![scoped("mine", BundleScope::Agent, Some("a1"), permit)]
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        decide(
+            none,
+            vec![scoped("here", BundleScope::Gateway, Some("g1"), permit)]
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        decide(none, Vec::new()),
+        Err(("no_permit", "default-deny".to_string()))
+    );
+}
+
+/// Two bundles may not give two policies the same id, even though each is valid alone.
+#[test]
+fn policy_ids_are_unique_across_bundles() {
+    let mut snap = snapshot("@id(\"x\") permit (principal, action, resource);");
+    let mut twin = scoped(
+        "b1",
+        BundleScope::Agent,
+        Some("a1"),
+        "@id(\"x\") forbid (principal, action, resource);",
+    );
+    twin.bundle_id = "b2".into();
+    snap.bundles.push(twin);
+    let errors = compile(&snap, &Runtime::default()).err().unwrap();
+    assert!(
+        errors.iter().any(|e| e.contains("bundle/b1/x")),
+        "{errors:?}"
     );
 }
