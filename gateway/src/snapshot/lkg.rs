@@ -41,13 +41,10 @@ impl LastKnownGood {
         }
     }
 
-    /// Writes atomically (temp file, then rename), readable by the owner only.
+    /// Writes atomically (temp file, then rename), readable by the owner only; the snapshot
+    /// is serialized once and sealed in place, so a large one costs its size once more.
     pub fn store(&self, snapshot: &Snapshot) -> std::io::Result<()> {
         let json = serde_json::to_vec(snapshot)?;
-        let sealed = self
-            .cipher
-            .seal(LABEL, &json)
-            .map_err(std::io::Error::other)?;
         let tmp = self.path.with_extension("lkg.tmp");
         {
             use std::io::Write;
@@ -58,9 +55,12 @@ impl LastKnownGood {
                 use std::os::unix::fs::OpenOptionsExt;
                 options.mode(0o600);
             }
-            let mut file = options.open(&tmp)?;
-            file.write_all(sealed.as_bytes())?;
-            file.sync_all()?;
+            let mut file = std::io::BufWriter::new(options.open(&tmp)?);
+            self.cipher.seal_into(LABEL, json, &mut file)?;
+            file.flush()?;
+            file.into_inner()
+                .map_err(std::io::IntoInnerError::into_error)?
+                .sync_all()?;
         }
         std::fs::rename(&tmp, &self.path)
     }
