@@ -45,7 +45,7 @@ impl ProxyHttp for Phases {
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<bool> {
         let started = Instant::now();
         let _in_flight = InFlight::enter(&self.gw.in_flight);
-        let request_id = request_id();
+        let request_id = crate::request::random_uuid();
         let method = session.req_header().method.as_str().to_string();
         let path = session.req_header().uri.path().to_string();
         let route = route(&method, &path);
@@ -85,15 +85,6 @@ impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-/// A UUIDv4 from the thread's seeded generator (no system call per request).
-fn request_id() -> String {
-    use rand::Rng;
-    let bytes: [u8; 16] = rand::thread_rng().gen();
-    uuid::Builder::from_random_bytes(bytes)
-        .into_uuid()
-        .to_string()
 }
 
 fn activity_id(session: &Session) -> Result<Option<String>, GatewayError> {

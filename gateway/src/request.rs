@@ -8,6 +8,16 @@ use portcullis_shared::policy::RequestContext;
 use crate::audit::Origin;
 use crate::snapshot::{AgentEntry, Compiled, GatewayEntry};
 
+/// A UUIDv4 from the thread's seeded generator, for request and event ids: no system call
+/// per id, where `Uuid::new_v4` asks the OS each time.
+pub fn random_uuid() -> String {
+    use rand::Rng;
+    let bytes: [u8; 16] = rand::thread_rng().gen();
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .to_string()
+}
+
 pub struct RequestCtx<'a> {
     pub request_id: &'a str,
     pub snap: &'a Compiled,
