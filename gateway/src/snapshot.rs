@@ -393,10 +393,10 @@ type CheckedBundle = Arc<PolicySet>;
 #[derive(Default)]
 pub struct Runtime {
     health: Mutex<HashMap<String, Arc<Health>>>,
-    /// (id prefix, policies text) → the parsed and validated policy set: a snapshot that
+    /// Id prefix → (policies text, the parsed and validated policy set): a snapshot that
     /// changes one agent checks one bundle, not every agent's, and every snapshot shares the
     /// sets of the bundles it keeps.
-    bundles: Mutex<HashMap<(String, String), CheckedBundle>>,
+    bundles: Mutex<HashMap<String, (String, CheckedBundle)>>,
     cursors: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     google_tokens: Mutex<HashMap<String, Arc<Expiring<String>>>>,
     aws_roles: Mutex<HashMap<String, Arc<Expiring<aws_credential_types::Credentials>>>>,
@@ -425,41 +425,51 @@ impl Runtime {
     }
 
     /// Parses and validates (strictly, against the schema) each bundle not checked before, by
-    /// prefix and text, and forgets bundles the snapshot no longer has; the policies in the
+    /// prefix and text, and forgets bundles the snapshot no longer has; the policy sets in the
     /// given order, or each bundle's error. Validation is per policy, so checking bundles
-    /// apart finds what checking their union would.
+    /// apart finds what checking their union would. A bundle kept from the last snapshot is
+    /// neither parsed nor copied again.
     pub fn checked_bundles<'a>(
         &self,
         bundles: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Vec<Result<CheckedBundle, portcullis_shared::policy::PolicyError>> {
-        let bundles: Vec<((String, String), &str, &str)> = bundles
-            .map(|(prefix, text)| ((prefix.to_string(), text.to_string()), prefix, text))
-            .collect();
+        use portcullis_shared::policy::PolicyError;
+        let bundles: Vec<(&str, &str)> = bundles.collect();
         let mut cache = self.bundles.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = std::mem::take(&mut *cache);
+        let same = |entry: &(String, CheckedBundle), text: &str| entry.0 == text;
+        // Each bundle not cached, once even when the snapshot holds it twice.
+        let mut seen = std::collections::HashSet::new();
         let new: Vec<(&str, &str)> = bundles
             .iter()
-            .filter(|(key, _, _)| !cache.contains_key(key))
-            .map(|(_, prefix, text)| (*prefix, *text))
+            .copied()
+            .filter(|(prefix, text)| !last.get(*prefix).is_some_and(|e| same(e, text)))
+            .filter(|bundle| seen.insert(*bundle))
             .collect();
-        let mut checked = check_all(&new).into_iter();
-        let mut kept = HashMap::with_capacity(bundles.len());
-        let out = bundles
+        let fresh: HashMap<(&str, &str), Result<CheckedBundle, PolicyError>> = new
+            .iter()
+            .copied()
+            .zip(check_all(&new).into_iter().map(|r| r.map(Arc::new)))
+            .collect();
+        bundles
             .into_iter()
-            .map(|(key, _, _)| {
-                let parsed = match cache.remove(&key).or_else(|| kept.get(&key).cloned()) {
-                    Some(p) => p,
-                    None => Arc::new(checked.next().unwrap_or_else(|| {
-                        Err(portcullis_shared::policy::PolicyError::Invalid(
-                            "the bundle was not checked".into(),
-                        ))
-                    })?),
-                };
-                kept.insert(key, parsed.clone());
-                Ok(parsed)
+            .map(|(prefix, text)| {
+                if let Some((key, entry)) = last.remove_entry(prefix).filter(|(_, e)| same(e, text))
+                {
+                    let set = entry.1.clone();
+                    cache.insert(key, entry);
+                    return Ok(set);
+                }
+                if let Some(entry) = cache.get(prefix).filter(|e| same(e, text)) {
+                    return Ok(entry.1.clone());
+                }
+                let set = fresh.get(&(prefix, text)).cloned().unwrap_or_else(|| {
+                    Err(PolicyError::Invalid("the bundle was not checked".into()))
+                })?;
+                cache.insert(prefix.to_string(), (text.to_string(), set.clone()));
+                Ok(set)
             })
-            .collect();
-        *cache = kept;
-        out
+            .collect()
     }
 
     /// The credential cache of an assumed role.

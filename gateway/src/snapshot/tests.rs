@@ -283,6 +283,28 @@ fn bundles_are_checked_once_while_their_text_stays_the_same() {
     );
 }
 
+/// A bundle the snapshot holds twice is checked once, and the bundles after it still get
+/// their own policy sets.
+#[test]
+fn a_bundle_held_twice_does_not_shift_the_others() {
+    let runtime = Runtime::default();
+    let a = "@id(\"a\") permit (principal, action, resource);";
+    let b = "@id(\"b\") forbid (principal, action, resource);";
+    let sets = runtime.checked_bundles([("ws/a", a), ("ws/a", a), ("ws/b", b)].into_iter());
+    let id = |i: usize| {
+        let set = sets[i].as_ref().unwrap();
+        set.policies().next().unwrap().id().to_string()
+    };
+    assert_eq!(
+        (id(0), id(1), id(2)),
+        ("ws/a/a".into(), "ws/a/a".into(), "ws/b/b".into())
+    );
+    assert!(std::sync::Arc::ptr_eq(
+        sets[0].as_ref().unwrap(),
+        sets[1].as_ref().unwrap()
+    ));
+}
+
 /// A bundle of each scope: the workspace's, the agent's own, the gateway's.
 fn scoped(bundle_id: &str, scope: BundleScope, scope_id: Option<&str>, text: &str) -> SnapBundle {
     SnapBundle {
