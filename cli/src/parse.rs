@@ -13,7 +13,7 @@ use portcullis_shared::api::pools::PoolStrategy;
 use portcullis_shared::api::rules::BundleScope;
 use portcullis_shared::api::workspace::{Permission, Role};
 use portcullis_shared::api::{AuthMethod, CredentialType};
-use portcullis_shared::provider::{self, SecretShape};
+use portcullis_shared::provider;
 use serde_json::{Map, Value};
 
 /// `NAME=VALUE`; the value may itself contain `=`.
@@ -82,29 +82,7 @@ pub fn member(text: &str) -> anyhow::Result<(String, Option<u32>, Option<u32>)> 
 
 /// The secret a provider's API key is stored as: its header, and the value with the scheme.
 pub fn api_key_secret(provider_id: &str, key: &str) -> anyhow::Result<(String, String)> {
-    let p = provider::find(provider_id).ok_or_else(|| {
-        anyhow!(
-            "unknown provider '{provider_id}'; known: {}",
-            provider::known_ids()
-        )
-    })?;
-    match p.secret_shape {
-        // A Bedrock API key is a bearer token.
-        SecretShape::Fields(_) if provider_id == "bedrock" => {
-            return Ok(("Authorization".into(), format!("Bearer {key}")));
-        }
-        SecretShape::Fields(_) if provider_id == "vertex" => bail!(
-            "vertex takes a service account, not an API key: use --service-account-file, or \
-             --auth-method none for the gateway's own Google identity"
-        ),
-        SecretShape::Fields(fields) => bail!(
-            "provider {provider_id} takes cloud credentials, not an API key; use --secret with {}",
-            fields.join(", ")
-        ),
-        SecretShape::Headers => {}
-    }
-    let (header, scheme) = p.api_key_header;
-    Ok((header.to_string(), format!("{scheme}{key}")))
+    provider::api_key_secret(provider_id, key).map_err(anyhow::Error::msg)
 }
 
 /// A clap value parser for one of the shared API enums, by its `parse`.
@@ -321,13 +299,13 @@ mod tests {
         for p in provider::PROVIDERS {
             let result = api_key_secret(p.id, "k");
             match p.secret_shape {
-                SecretShape::Headers => {
+                provider::SecretShape::Headers => {
                     let (header, value) = result.unwrap();
                     assert_eq!(header, p.api_key_header.0);
                     assert_eq!(value, format!("{}k", p.api_key_header.1));
                 }
-                SecretShape::Fields(_) if p.id == "bedrock" => assert!(result.is_ok()),
-                SecretShape::Fields(_) => assert!(result.is_err(), "{}", p.id),
+                provider::SecretShape::Fields(_) if p.id == "bedrock" => assert!(result.is_ok()),
+                provider::SecretShape::Fields(_) => assert!(result.is_err(), "{}", p.id),
             }
         }
     }

@@ -11,6 +11,7 @@ pub mod upstream;
 use pingora::proxy::Session;
 use portcullis_shared::api::guards::GuardStage;
 use portcullis_shared::api::tools::ToolStatus;
+use portcullis_shared::jsonrpc::{self, Parsed};
 use portcullis_shared::policy::Action;
 use serde_json::{json, Value};
 
@@ -19,8 +20,6 @@ use crate::request::RequestCtx;
 use crate::{audit, authz, respond, Gateway};
 
 pub use list::ToolsCache;
-
-const SUPPORTED_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// `POST …/mcp`. A request that fails outside a tool call (which records `tool.call`) is
 /// recorded as `mcp.request`.
@@ -32,13 +31,15 @@ pub async fn handle(
     let raw = crate::body::read(session, gw.config.max_body_bytes)
         .await
         .inspect_err(|e| record_failure(gw, rc, "", -32600, &e.to_string()))?;
-    let (method, id, outcome) = match parse(&raw) {
+    let (method, id, outcome) = match jsonrpc::parse(&raw) {
         Parsed::Notification => return accepted(session, rc).await,
         Parsed::Request { method, id, params } => {
             let outcome = dispatch(gw, rc, &method, &params).await;
             (method, id, outcome)
         }
-        Parsed::Malformed(id, e) => (String::new(), id, Err(e)),
+        Parsed::Malformed { id, code, message } => {
+            (String::new(), id, Err(RpcError::new(code, message)))
+        }
     };
     if let Err(e) = &outcome {
         if method != "tools/call" {
@@ -48,53 +49,6 @@ pub async fn handle(
     reply(session, rc, id, outcome).await
 }
 
-/// What a request body holds.
-enum Parsed {
-    Request {
-        method: String,
-        id: Value,
-        params: Value,
-    },
-    /// A notification or a client's response: accepted, nothing to answer.
-    Notification,
-    /// Not a JSON-RPC request: answered with this error (and the id, when it has one).
-    Malformed(Value, RpcError),
-}
-
-/// Reads one JSON-RPC message.
-fn parse(raw: &[u8]) -> Parsed {
-    let Ok(message) = serde_json::from_slice::<Value>(raw) else {
-        return Parsed::Malformed(
-            Value::Null,
-            RpcError::new(-32700, "parse error: the body is not JSON"),
-        );
-    };
-    let Value::Object(request) = message else {
-        return Parsed::Malformed(
-            Value::Null,
-            RpcError::new(
-                -32600,
-                "invalid request: send one JSON-RPC object (batches are not supported)",
-            ),
-        );
-    };
-    let id = request.get("id").cloned();
-    let method = request.get("method").and_then(Value::as_str);
-    match (method, id) {
-        (Some(method), Some(id)) => Parsed::Request {
-            method: method.to_string(),
-            id,
-            params: request.get("params").cloned().unwrap_or(Value::Null),
-        },
-        (None, Some(id)) => Parsed::Malformed(
-            id,
-            RpcError::new(-32600, "invalid request: method is missing"),
-        ),
-        // A notification, or a response from the client (to a request we never send).
-        (_, None) => Parsed::Notification,
-    }
-}
-
 async fn dispatch(
     gw: &std::sync::Arc<Gateway>,
     rc: &RequestCtx<'_>,
@@ -102,7 +56,11 @@ async fn dispatch(
     params: &Value,
 ) -> Result<Value, RpcError> {
     match method {
-        "initialize" => Ok(initialize(params)),
+        "initialize" => Ok(jsonrpc::initialize_result(
+            params,
+            "portcullis-gateway",
+            None,
+        )),
         "ping" => Ok(json!({})),
         "tools/list" => list::tools_list(gw, rc, params).await,
         "tools/call" => {
@@ -146,23 +104,6 @@ fn record_failure(gw: &Gateway, rc: &RequestCtx<'_>, method: &str, code: i64, me
     });
     e.data_handling.omitted = vec!["request.params".into()];
     gw.audit.emit(e);
-}
-
-fn initialize(params: &Value) -> Value {
-    let asked = params
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let version = SUPPORTED_VERSIONS
-        .iter()
-        .find(|v| **v == asked)
-        .copied()
-        .unwrap_or(SUPPORTED_VERSIONS[0]);
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "portcullis-gateway", "version": env!("CARGO_PKG_VERSION")}
-    })
 }
 
 async fn accepted(session: &mut Session, rc: &RequestCtx<'_>) -> Result<(), GatewayError> {

@@ -150,16 +150,7 @@ fn jsonrpc_refusal(err: &GatewayError, request_id: &str) -> Value {
 
 /// A JSON-RPC reply: the result, or the in-band error.
 pub fn jsonrpc_reply(id: Value, outcome: Result<Value, RpcError>) -> Value {
-    match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(e) => {
-            let mut error = json!({"code": e.code, "message": e.message});
-            if let Some(data) = e.data {
-                error["data"] = data;
-            }
-            json!({"jsonrpc": "2.0", "id": id, "error": error})
-        }
-    }
+    portcullis_shared::jsonrpc::reply(id, outcome.map_err(|e| (e.code, e.message, e.data)))
 }
 
 /// Seconds until the call may succeed: when a used-up quota resets, shortly for a gateway

@@ -174,3 +174,35 @@ impl Provider {
         }
     }
 }
+
+/// The stored secret (header name and value) an API key becomes for a provider: its API-key
+/// header with the scheme prefix, or a bearer token for Bedrock. Providers that take cloud
+/// credentials instead are refused with what to send.
+pub fn api_key_secret(provider_id: &str, key: &str) -> Result<(String, String), String> {
+    let p = find(provider_id)
+        .ok_or_else(|| format!("unknown provider '{provider_id}'; known: {}", known_ids()))?;
+    match p.secret_shape {
+        // A Bedrock API key is a bearer token.
+        SecretShape::Fields(_) if provider_id == "bedrock" => {
+            return Ok(("Authorization".into(), format!("Bearer {key}")));
+        }
+        SecretShape::Fields(_) if provider_id == "vertex" => {
+            return Err(
+                "vertex takes a service account, not an API key: send its JSON as the \
+                 service_account_json secret, or use auth method none for the gateway's own \
+                 Google identity"
+                    .into(),
+            )
+        }
+        SecretShape::Fields(fields) => {
+            return Err(format!(
+                "provider {provider_id} takes cloud credentials, not an API key; send the \
+                 secrets {}",
+                fields.join(", ")
+            ))
+        }
+        SecretShape::Headers => {}
+    }
+    let (header, scheme) = p.api_key_header;
+    Ok((header.to_string(), format!("{scheme}{key}")))
+}
