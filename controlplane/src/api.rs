@@ -6,7 +6,8 @@
 mod actas;
 mod agents;
 mod audit;
-mod auth;
+pub(crate) mod auth;
+pub mod core;
 mod eventing;
 mod exchange;
 mod gateways;
@@ -43,6 +44,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use auth::Principal;
+pub use core::{Call, Door};
 
 use crate::error::{connect_response, invalid, ApiError, ApiResult};
 use crate::store::Store;
@@ -271,6 +273,15 @@ impl Registry {
         Self { operations }
     }
 
+    /// The path of the operation with this method name (`GetGateway` →
+    /// `svc.mgmt.v1.ManagementService/GetGateway`).
+    pub fn path_of(&self, method: &str) -> Option<&str> {
+        self.operations
+            .keys()
+            .map(String::as_str)
+            .find(|p| p.rsplit('/').next() == Some(method))
+    }
+
     /// Operation paths, sorted.
     pub fn paths(&self) -> Vec<&str> {
         let mut paths: Vec<&str> = self.operations.keys().map(String::as_str).collect();
@@ -296,6 +307,7 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/{service}/{operation}", post(dispatch))
         .merge(tools::rest::routes())
+        .merge(crate::mcp_admin::routes())
         .fallback(fallback)
         .with_state(app)
 }
@@ -335,6 +347,7 @@ async fn dispatch(
         &format!("{svc}/{operation}"),
         &headers,
         Input::Connect(body),
+        Door::Connect,
     )
     .await
 }
@@ -345,100 +358,55 @@ pub enum Input {
     Built(ApiResult<Bytes>),
 }
 
-/// Runs one operation and answers it: the single place results and errors become responses.
-pub async fn invoke(app: &Arc<App>, path: &str, headers: &HeaderMap, input: Input) -> Response {
+/// Authenticates one HTTP call, runs its operation through the core, and answers it: the
+/// single place results and errors become Connect responses.
+pub async fn invoke(
+    app: &Arc<App>,
+    path: &str,
+    headers: &HeaderMap,
+    input: Input,
+    door: Door,
+) -> Response {
     let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
-    let path = path.to_string();
-    let known = app.registry.operations.contains_key(&path);
-    let (principal, result) = handle(app, &path, headers, input, &request_id).await;
-    let (response, code) = match result {
+    let result = match admit(app, path, headers, input).await {
+        Ok((principal, body)) => {
+            let call = Call {
+                principal,
+                path,
+                body,
+                door,
+                request_id: &request_id,
+            };
+            core::execute(app, call).await
+        }
+        Err(err) => {
+            let result = Err(err);
+            core::finish(app, path, core::code_of(&result), started, &request_id);
+            result
+        }
+    };
+    match result {
         Ok(value) => {
             let mut response = axum::Json(value).into_response();
             if let Ok(v) = HeaderValue::from_str(&request_id) {
                 response.headers_mut().insert("x-request-id", v);
             }
-            (response, "ok")
+            response
         }
-        Err(err) => {
-            let connect = err.to_connect(&request_id);
-            if err.is_internal() {
-                tracing::error!(request_id, operation = %path, error = %err, "Operation failed.");
-            }
-            (
-                connect_response(&connect, &request_id),
-                connect.code.as_str(),
-            )
-        }
-    };
-    // Changes by platform keys, and agents' own operations (exchanging their key), are
-    // audited; gateways' sync traffic is not.
-    let caller = match principal.as_deref() {
-        Some(Principal::Platform(p)) => Some((
-            p.workspace_id.as_str(),
-            crate::audit::Caller::PlatformKey {
-                id: &p.key_id,
-                name: &p.key_name,
-            },
-        )),
-        Some(Principal::Agent(a)) => Some((
-            a.workspace_id.as_str(),
-            crate::audit::Caller::Agent {
-                agent_id: &a.agent_id,
-                key_id: &a.key_id,
-            },
-        )),
-        _ => None,
-    };
-    if let Some((workspace_id, caller)) = caller {
-        let method = path.rsplit('/').next().unwrap_or_default();
-        let reads = ["Get", "List", "Query"]
-            .iter()
-            .any(|r| method.starts_with(r));
-        if known && !reads {
-            let event = crate::audit::mgmt_event(workspace_id, caller, &path, code, &request_id);
-            if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {
-                tracing::error!(request_id, error = %e, "Could not record the operation's audit event.");
-            }
-        }
+        Err(err) => connect_response(&err.to_connect(&request_id), &request_id),
     }
-    let label = if known { path.as_str() } else { "unknown" };
-    app.metrics.record(label, code, started.elapsed());
-    tracing::info!(
-        request_id,
-        operation = label,
-        code,
-        elapsed_ms = started.elapsed().as_secs_f64() * 1000.0,
-        "Handled."
-    );
-    response
 }
 
-async fn handle(
+/// Checks the content type, authenticates the caller the way the operation needs, and reads
+/// the body.
+async fn admit(
     app: &Arc<App>,
     path: &str,
     headers: &HeaderMap,
     input: Input,
-    request_id: &str,
-) -> (Option<Arc<Principal>>, ApiResult<Value>) {
-    let mut who = None;
-    let result = run(app, path, headers, input, request_id, &mut who).await;
-    (who, result)
-}
-
-async fn run(
-    app: &Arc<App>,
-    path: &str,
-    headers: &HeaderMap,
-    input: Input,
-    request_id: &str,
-    who: &mut Option<Arc<Principal>>,
-) -> ApiResult<Value> {
-    let operation = app.registry.operations.get(path).ok_or_else(|| {
-        ApiError::Unimplemented(format!(
-            "unknown operation {path}: this server does not implement it"
-        ))
-    })?;
+) -> ApiResult<(Arc<Principal>, Bytes)> {
+    let access = core::access(app, path)?;
     if let Input::Connect(_) = input {
         let content_type = headers
             .get(header::CONTENT_TYPE)
@@ -449,26 +417,12 @@ async fn run(
             return Err(invalid("Content-Type must be application/json"));
         }
     }
-    let principal = Arc::new(auth::authenticate(&app.store, headers, operation.access).await?);
-    *who = Some(principal.clone());
-    match (operation.access, principal.as_ref()) {
-        (Access::Platform(permission), Principal::Platform(_)) => principal.require(permission)?,
-        // A platform key exchanging an agent's key manages that agent's keys.
-        (Access::Agent, Principal::Platform(_)) => {
-            principal.require(Permission::AgentKeysManage)?
-        }
-        _ => {}
-    }
+    let principal = Arc::new(auth::authenticate(&app.store, headers, access).await?);
     let body = match input {
         Input::Connect(body) => read_body(body).await?,
         Input::Built(body) => body?,
     };
-    let ctx = Ctx {
-        app: app.clone(),
-        principal,
-        request_id: request_id.into(),
-    };
-    (operation.call)(ctx, body).await
+    Ok((principal, body))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use axum::Router;
 use portcullis_shared::api::service::MGMT;
 use serde_json::{Map, Value};
 
-use crate::api::{invoke, Input};
+use crate::api::{invoke, Door, Input};
 use crate::error::{invalid, ApiResult};
 use crate::App;
 
@@ -71,7 +71,14 @@ fn from_query(q: WorkspaceQuery, id: Option<&str>) -> ApiResult<Bytes> {
 }
 
 async fn run(app: &Arc<App>, op: &str, headers: &HeaderMap, body: ApiResult<Bytes>) -> Response {
-    invoke(app, &format!("{MGMT}/{op}"), headers, Input::Built(body)).await
+    invoke(
+        app,
+        &format!("{MGMT}/{op}"),
+        headers,
+        Input::Built(body),
+        Door::Rest,
+    )
+    .await
 }
 
 async fn create(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
