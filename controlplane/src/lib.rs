@@ -10,6 +10,7 @@ pub mod audit;
 pub mod bootstrap;
 pub mod config;
 pub mod error;
+pub mod mcp_admin;
 pub mod metrics;
 pub mod rules;
 pub mod snapshot;

@@ -2,8 +2,8 @@
 
 usage: mcp_client.py MCP_URL API_KEY [TOOL ARGUMENTS_JSON]...
 Initializes, lists every tool (following pagination), then calls each TOOL with its
-arguments. Prints one JSON object: the tool names, each call's result (content,
-structuredContent, isError) or error (code, message, data).
+arguments. Prints one JSON object: the tools (name, _meta, annotations, required arguments),
+each call's result (content, structuredContent, isError) or error (code, message, data).
 """
 import asyncio
 import json
@@ -26,7 +26,13 @@ async def main() -> None:
                 while True:
                     page = await session.list_tools(params={"cursor": cursor} if cursor else None)
                     out["tools"].extend(
-                        {"name": t.name, "meta": (t.meta or {})} for t in page.tools
+                        {
+                            "name": t.name,
+                            "meta": (t.meta or {}),
+                            "annotations": t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else {},
+                            "required": t.input_schema.get("required", []),
+                        }
+                        for t in page.tools
                     )
                     cursor = page.next_cursor
                     if not cursor:

@@ -24,6 +24,7 @@ mod guards;
 mod keys;
 mod llm;
 mod mcp;
+mod mcp_admin;
 mod models;
 mod pools;
 mod quotas;
