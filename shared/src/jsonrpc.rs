@@ -138,3 +138,45 @@ mod tests {
         assert_eq!(r["instructions"], "hi");
     }
 }
+
+/// Arbitrary bytes and JSON-RPC-shaped messages with any id, method and params: never a
+/// panic; a message with an id and a string method is a request carrying them unchanged.
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    use super::{parse, Parsed};
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            ".{0,12}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map(".{0,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_are_read_without_panicking(raw in prop::collection::vec(any::<u8>(), 0..256)) {
+            let _ = parse(&raw);
+        }
+
+        #[test]
+        fn requests_keep_their_id_method_and_params(
+            id in json_value(), method in ".{0,24}", params in json_value(), extra in json_value()
+        ) {
+            let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params, "x": extra});
+            let parsed = parse(message.to_string().as_bytes());
+            prop_assert_eq!(parsed, Parsed::Request { method, id, params });
+        }
+    }
+}
