@@ -21,7 +21,7 @@ pub use agents::{AgentCmd, AgentFields, KeyCmd};
 pub use audit::{AuditCmd, StreamFilters};
 pub use guards::{GuardCmd, GuardFields};
 pub use models::{GatewayCmd, ModelCmd, ModelConfig, PoolCmd};
-pub use quotas::QuotaCmd;
+pub use quotas::{GatewayQuotaCmd, QuotaChanges, QuotaCmd};
 pub use tools::{HeaderCmd, ToolCmd, ToolFields};
 pub use webhooks::{DeliveryCmd, DestinationCmd, SubscriptionCmd, Target, WebhookCmd};
 

@@ -7,6 +7,8 @@ mod args;
 mod commands;
 mod ctx;
 mod output;
+#[cfg(test)]
+mod parity;
 mod parse;
 mod up;
 

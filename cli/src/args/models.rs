@@ -253,6 +253,9 @@ pub enum GatewayCmd {
         #[arg(long)]
         revoke: bool,
     },
+    /// Spend quotas on gateways.
+    #[command(subcommand)]
+    Quota(crate::args::GatewayQuotaCmd),
     /// Grant or withdraw access for every agent of the workspace.
     AllAgents {
         gateway: String,

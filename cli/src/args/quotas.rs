@@ -1,6 +1,6 @@
 //! `portcullis quota …` flags. Limits are in USD on the command line (micro-USD on the API).
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use portcullis_shared::api::quotas::{QuotaSubject, QuotaWindow};
 
 use crate::parse;
@@ -45,16 +45,8 @@ pub enum QuotaCmd {
     /// Change a quota's limit, window, name or enabled flag (its subject never changes).
     Update {
         quota_id: String,
-        #[arg(long, value_parser = parse::usd)]
-        limit: Option<u64>,
-        #[arg(long, value_parser = parse::quota_window)]
-        window: Option<QuotaWindow>,
-        #[arg(long)]
-        name: Option<String>,
-        #[arg(long, conflicts_with = "disable")]
-        enable: bool,
-        #[arg(long)]
-        disable: bool,
+        #[command(flatten)]
+        changes: QuotaChanges,
     },
     /// List quotas, disabled ones included.
     List {
@@ -64,4 +56,57 @@ pub enum QuotaCmd {
     },
     /// Delete a quota.
     Delete { quota_id: String },
+}
+
+/// What an update changes; flags left out keep their values.
+#[derive(Debug, Args)]
+pub struct QuotaChanges {
+    /// The new limit in USD.
+    #[arg(long, value_parser = parse::usd)]
+    pub limit: Option<u64>,
+    #[arg(long, value_parser = parse::quota_window)]
+    pub window: Option<QuotaWindow>,
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, conflicts_with = "disable")]
+    pub enable: bool,
+    #[arg(long)]
+    pub disable: bool,
+}
+
+/// `portcullis gateway quota …`: quotas on gateways only; ids of other subjects' quotas are
+/// refused.
+#[derive(Debug, Subcommand)]
+pub enum GatewayQuotaCmd {
+    /// Set a spend quota on one gateway.
+    ///
+    /// Example: portcullis gateway quota set edge --limit 250 --window monthly
+    Set {
+        /// The gateway's name or id.
+        gateway: String,
+        /// The limit in USD per window.
+        #[arg(long, value_parser = parse::usd)]
+        limit: u64,
+        /// daily | monthly (default)
+        #[arg(long, value_parser = parse::quota_window)]
+        window: Option<QuotaWindow>,
+        #[arg(long)]
+        name: Option<String>,
+        /// Store without enforcing.
+        #[arg(long)]
+        disabled: bool,
+    },
+    /// Change a gateway quota.
+    Update {
+        quota_id: String,
+        #[command(flatten)]
+        changes: QuotaChanges,
+    },
+    /// Gateway quotas, of every gateway or of one.
+    List {
+        /// The gateway's name or id.
+        gateway: Option<String>,
+    },
+    /// Delete a gateway quota.
+    Remove { quota_id: String },
 }

@@ -69,6 +69,21 @@ pub enum ToolCmd {
     Remove {
         tool: String,
     },
+    /// Start administrator OAuth consent: prints the one-time consent URL.
+    ///
+    /// Example: portcullis tool oauth-connect github
+    OauthConnect {
+        /// Name or id.
+        tool: String,
+        /// Your act-as subject, for a per-user OAuth connection.
+        #[arg(long)]
+        act_as_sub: Option<String>,
+    },
+    /// Revoke the stored OAuth grant (the client settings stay).
+    OauthDisconnect {
+        /// Name or id.
+        tool: String,
+    },
     /// Refresh a per-user tool's catalog with your own credential.
     Sync {
         tool: String,

@@ -145,6 +145,7 @@ pub async fn run(ctx: &Ctx, cmd: GatewayCmd) -> anyhow::Result<()> {
             };
             ctx.send(MGMT, "SetGatewayAgentAccess", &req).await?
         }
+        GatewayCmd::Quota(q) => return super::quotas::run_gateway(ctx, q).await,
         GatewayCmd::AllAgents {
             gateway,
             grant,

@@ -1,11 +1,12 @@
-//! `portcullis quota create|update|list|delete`.
+//! `portcullis quota create|update|list|delete` and `portcullis gateway quota
+//! set|update|list|remove`.
 
 use anyhow::bail;
 use portcullis_shared::api::quotas::*;
 use portcullis_shared::api::service::MGMT;
 use portcullis_shared::api::Empty;
 
-use crate::args::QuotaCmd;
+use crate::args::{GatewayQuotaCmd, QuotaChanges, QuotaCmd};
 use crate::ctx::{Ctx, Kind, Reply};
 use crate::output::{self, Lines};
 
@@ -97,29 +98,8 @@ pub async fn run(ctx: &Ctx, cmd: QuotaCmd) -> anyhow::Result<()> {
             let reply: Reply<QuotaResponse> = ctx.send(MGMT, "CreateLLMQuota", &req).await?;
             ctx.print(&reply, |r| show(&r.quota));
         }
-        QuotaCmd::Update {
-            quota_id,
-            limit,
-            window,
-            name,
-            enable,
-            disable,
-        } => {
-            let req = UpdateLLMQuotaRequest {
-                workspace_id,
-                quota_id,
-                name,
-                limit_micros: limit,
-                window,
-                enabled: if enable {
-                    Some(true)
-                } else if disable {
-                    Some(false)
-                } else {
-                    None
-                },
-                ..Default::default()
-            };
+        QuotaCmd::Update { quota_id, changes } => {
+            let req = update_request(workspace_id, quota_id, changes);
             let reply: Reply<QuotaResponse> = ctx.send(MGMT, "UpdateLLMQuota", &req).await?;
             ctx.print(&reply, |r| show(&r.quota));
         }
@@ -137,26 +117,7 @@ pub async fn run(ctx: &Ctx, cmd: QuotaCmd) -> anyhow::Result<()> {
                     ctx.send(MGMT, "ListGatewayQuotas", &req).await?
                 }
             };
-            ctx.print(&reply, |r| {
-                let rows = r
-                    .quotas
-                    .iter()
-                    .map(|q| {
-                        vec![
-                            q.quota_id.clone(),
-                            subject(q),
-                            usd(q.limit_micros),
-                            q.window.as_str().to_string(),
-                            output::yes(q.enabled).to_string(),
-                            q.name.clone(),
-                        ]
-                    })
-                    .collect();
-                output::table(
-                    &["id", "subject", "limit", "window", "enabled", "name"],
-                    rows,
-                );
-            });
+            ctx.print(&reply, table);
         }
         QuotaCmd::Delete { quota_id } => {
             let req = DeleteLLMQuotaRequest {
@@ -168,6 +129,101 @@ pub async fn run(ctx: &Ctx, cmd: QuotaCmd) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn update_request(
+    workspace_id: String,
+    quota_id: String,
+    c: QuotaChanges,
+) -> UpdateLLMQuotaRequest {
+    UpdateLLMQuotaRequest {
+        workspace_id,
+        quota_id,
+        name: c.name,
+        limit_micros: c.limit,
+        window: c.window,
+        enabled: if c.enable {
+            Some(true)
+        } else if c.disable {
+            Some(false)
+        } else {
+            None
+        },
+        ..Default::default()
+    }
+}
+
+/// `portcullis gateway quota …`.
+pub async fn run_gateway(ctx: &Ctx, cmd: GatewayQuotaCmd) -> anyhow::Result<()> {
+    let workspace_id = ctx.ws().await?;
+    match cmd {
+        GatewayQuotaCmd::Set {
+            gateway,
+            limit,
+            window,
+            name,
+            disabled,
+        } => {
+            let req = SetGatewayQuotaRequest {
+                workspace_id,
+                gateway_id: ctx.resolve(Kind::Gateway, &gateway).await?,
+                limit_micros: limit,
+                window,
+                name,
+                disabled: disabled.then_some(true),
+            };
+            let reply: Reply<QuotaResponse> = ctx.send(MGMT, "SetGatewayQuota", &req).await?;
+            ctx.print(&reply, |r| show(&r.quota));
+        }
+        GatewayQuotaCmd::Update { quota_id, changes } => {
+            let req = update_request(workspace_id, quota_id, changes);
+            let reply: Reply<QuotaResponse> = ctx.send(MGMT, "UpdateGatewayQuota", &req).await?;
+            ctx.print(&reply, |r| show(&r.quota));
+        }
+        GatewayQuotaCmd::List { gateway } => {
+            let gateway_id = match gateway {
+                Some(g) => Some(ctx.resolve(Kind::Gateway, &g).await?),
+                None => None,
+            };
+            let req = ListGatewayQuotasRequest {
+                workspace_id,
+                gateway_id,
+            };
+            let reply: Reply<ListLLMQuotasResponse> =
+                ctx.send(MGMT, "ListGatewayQuotas", &req).await?;
+            ctx.print(&reply, table);
+        }
+        GatewayQuotaCmd::Remove { quota_id } => {
+            let req = DeleteLLMQuotaRequest {
+                workspace_id,
+                quota_id: quota_id.clone(),
+            };
+            let reply: Reply<Empty> = ctx.send(MGMT, "RemoveGatewayQuota", &req).await?;
+            ctx.done(&reply, &format!("Removed gateway quota {quota_id}."));
+        }
+    }
+    Ok(())
+}
+
+fn table(r: &ListLLMQuotasResponse) {
+    let rows = r
+        .quotas
+        .iter()
+        .map(|q| {
+            vec![
+                q.quota_id.clone(),
+                subject(q),
+                usd(q.limit_micros),
+                q.window.as_str().to_string(),
+                output::yes(q.enabled).to_string(),
+                q.name.clone(),
+            ]
+        })
+        .collect();
+    output::table(
+        &["id", "subject", "limit", "window", "enabled", "name"],
+        rows,
+    );
 }
 
 fn usd(micros: u64) -> String {

@@ -215,6 +215,29 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
             done(ctx, &reply, &format!("Removed tool {tool}."));
             return Ok(());
         }
+        ToolCmd::OauthConnect { tool, act_as_sub } => {
+            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?, "act_as_sub": act_as_sub});
+            let reply = ctx.mgmt("BeginMCPServerOAuthConnect", body).await?;
+            output::show(
+                ctx.json,
+                &reply,
+                &[
+                    ("consent url", "/consent_url"),
+                    ("expires at", "/expires_at"),
+                ],
+            );
+            return Ok(());
+        }
+        ToolCmd::OauthDisconnect { tool } => {
+            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?});
+            let reply = ctx.mgmt("DisconnectMCPServerOAuth", body).await?;
+            done(
+                ctx,
+                &reply,
+                &format!("Disconnected the OAuth grant of tool {tool}."),
+            );
+            return Ok(());
+        }
         ToolCmd::Sync { tool, act_as_sub } => {
             let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?, "act_as_sub": act_as_sub});
             let reply = ctx.mgmt("SyncMCPServerConnectionTools", body).await?;

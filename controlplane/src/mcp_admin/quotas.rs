@@ -7,7 +7,16 @@ use super::kit::{opt, reply, req, Args, Effect, Named, Param, Tool, Ty};
 use crate::error::{invalid, ApiResult};
 
 const WINDOWS: &[&str] = &["daily", "monthly"];
-const SUBJECTS: &[&str] = &["workspace", "agent", "act_as", "pool", "model", "gateway"];
+/// `act-as` is the spec's MCP spelling; the API's `act_as` is accepted too.
+const SUBJECTS: &[&str] = &[
+    "workspace",
+    "agent",
+    "act-as",
+    "act_as",
+    "pool",
+    "model",
+    "gateway",
+];
 
 fn quota_id() -> Param {
     req("quota_id", Ty::Str, "The quota's id.")
@@ -28,7 +37,7 @@ pub fn tools() -> Vec<Tool> {
         Tool {
             name: "svc_model_quota_set",
             description: "Set a USD spend quota on the workspace, an agent, a verified end user \
-                          (act_as), a pool, a model (optionally within one pool) or a gateway.",
+                          (act-as), a pool, a model (optionally within one pool) or a gateway.",
             effect: Effect::Write,
             params: vec![
                 req("subject", Ty::Str, "What the quota limits.").one_of(SUBJECTS),
@@ -56,7 +65,7 @@ pub fn tools() -> Vec<Tool> {
                 opt(
                     "subject_key",
                     Ty::Str,
-                    "For subject act_as: the end user's OIDC sub.",
+                    "For subject act-as: the end user's OIDC sub.",
                 ),
                 opt("window", Ty::Str, "Default monthly.").one_of(WINDOWS),
                 opt("name", Ty::Str, "A name for the quota."),
@@ -195,7 +204,7 @@ async fn model_quota_set(a: Args) -> ApiResult<Value> {
             let found = a.call("GetAgent", json!({"agent_id": agent})).await?;
             body["subject_id"] = found["agent"]["agent_id"].clone();
         }
-        "act_as" => {
+        "act-as" | "act_as" => {
             body["subject_key"] = a
                 .str("subject_key")
                 .ok_or_else(|| needs("subject_key"))?

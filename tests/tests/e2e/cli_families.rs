@@ -411,3 +411,57 @@ async fn webhook_commands() {
         "{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_quota_commands() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ok = |(code, out, err): (i32, String, String)| {
+        assert_eq!(code, 0, "{out}{err}");
+        out
+    };
+    let set = ok(as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "--json", "gateway", "quota", "set", "default", "--limit", "12.50", "--window", "daily",
+        ],
+    )
+    .await);
+    let quota: Value = serde_json::from_str(&set).unwrap();
+    assert_eq!(quota["quota"]["limit_micros"], 12_500_000);
+    assert_eq!(quota["quota"]["subject_type"], "gateway");
+    let id = quota["quota"]["quota_id"].as_str().unwrap();
+    let updated = ok(as_admin(
+        &cp,
+        dir.path(),
+        vec!["gateway", "quota", "update", id, "--limit", "20"],
+    )
+    .await);
+    assert!(updated.contains("$20.00"), "{updated}");
+    let listed = ok(as_admin(&cp, dir.path(), vec!["gateway", "quota", "list", "default"]).await);
+    assert!(listed.contains(id) && listed.contains("daily"), "{listed}");
+    // A quota of another subject is refused by the gateway variants.
+    let ws = ok(as_admin(
+        &cp,
+        dir.path(),
+        vec![
+            "--json",
+            "quota",
+            "create",
+            "--subject",
+            "workspace",
+            "--limit",
+            "1",
+        ],
+    )
+    .await);
+    let ws: Value = serde_json::from_str(&ws).unwrap();
+    let ws_id = ws["quota"]["quota_id"].as_str().unwrap();
+    let (code, _, err) = as_admin(&cp, dir.path(), vec!["gateway", "quota", "remove", ws_id]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("not a gateway quota"), "{err}");
+    ok(as_admin(&cp, dir.path(), vec!["gateway", "quota", "remove", id]).await);
+    let listed = ok(as_admin(&cp, dir.path(), vec!["gateway", "quota", "list"]).await);
+    assert!(!listed.contains(id), "{listed}");
+}
