@@ -1,16 +1,19 @@
-//! The Portcullis Rust SDK. [`AdminClient`] calls the control-plane API with a platform key;
-//! [`audit`] reads, tails and waits for audit events; [`act_as`] builds the header an agent
+//! The Portcullis Rust SDK. [`AgentClient`] calls a gateway as an agent (MCP tools, OpenAI
+//! and Anthropic model calls) and reports refusals in the spec's error classes;
+//! [`AdminClient`] calls the control-plane API with a platform key; [`audit`] reads, tails and waits for audit events; [`act_as`] builds the header an agent
 //! sends to act for a person; [`exchange_agent_key`] trades an agent key for a short-lived
 //! token; [`time`] reads the times people type (`24h` back from now) as RFC 3339.
 
 pub mod act_as;
 pub mod admin;
+pub mod agent;
 pub mod audit;
 pub mod error;
 pub mod time;
 
 pub use admin::AdminClient;
-pub use error::ClientError;
+pub use agent::AgentClient;
+pub use error::{ClientError, GatewayError, GatewayErrorKind};
 
 use portcullis_shared::api::agents::ExchangedToken;
 

@@ -30,6 +30,7 @@ mod pools;
 mod quotas;
 mod resilience;
 mod rules;
+mod sdk;
 mod secrets;
 mod spend;
 mod spend_shared;
