@@ -56,6 +56,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("UpdateAgent", "agent update"),
     ("GetAgent", "agent get"),
     ("ListAgents", "agent list"),
+    ("ListToolReach", "agent reach"),
     ("SuspendAgent", "agent suspend"),
     ("ReactivateAgent", "agent reactivate"),
     ("RevokeAgent", "agent revoke"),

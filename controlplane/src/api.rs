@@ -16,6 +16,7 @@ mod keys;
 mod models;
 mod pools;
 mod quotas;
+mod reach;
 mod rules;
 mod sync;
 mod tools;
@@ -263,6 +264,7 @@ impl Registry {
         add(service::AGENTS, actas::operations());
         add(service::AGENTS, keys::operations());
         add(service::AGENTS, exchange::operations());
+        add(service::AGENTS, reach::operations());
         add(service::RULES, rules::operations());
         add(service::RULES, guards::operations());
         add(service::SYNC, sync::operations());

@@ -193,6 +193,85 @@ mod tests {
         }
     }
 
+    /// Every MCP tool the spec names (Model, Tool, Agent, Gateway and model-quota, and Webhook
+    /// operations).
+    const SPEC_TOOLS: &[&str] = &[
+        "svc_model_add",
+        "svc_model_update",
+        "svc_model_get",
+        "svc_model_list",
+        "svc_model_remove",
+        "svc_model_oauth_connect",
+        "svc_model_oauth_disconnect",
+        "svc_gateway_model_add",
+        "svc_tool_add",
+        "svc_tool_update",
+        "svc_tool_get",
+        "svc_tool_list",
+        "svc_tool_remove",
+        "svc_tool_oauth_connect",
+        "svc_tool_oauth_disconnect",
+        "svc_tools_for_connection",
+        "svc_tool_block",
+        "svc_tool_deprecate",
+        "svc_tool_restore",
+        "svc_gateway_tool_source_add",
+        "svc_agents_list",
+        "svc_agents_get",
+        "svc_agents_register",
+        "svc_agents_update",
+        "svc_agents_interactive_grants_list",
+        "svc_agents_interactive_grants_revoke",
+        "svc_agents_suspend",
+        "svc_agents_reactivate",
+        "svc_agents_revoke",
+        "svc_agents_delete",
+        "svc_tools_list",
+        "svc_agents_create_key",
+        "svc_agents_list_keys",
+        "svc_agents_rotate_key",
+        "svc_agents_revoke_key",
+        "svc_gateway_quota_set",
+        "svc_gateway_quota_update",
+        "svc_gateway_quota_list",
+        "svc_gateway_quota_remove",
+        "svc_model_quota_set",
+        "svc_model_quota_update",
+        "svc_model_quota_list",
+        "svc_model_quota_remove",
+        "svc_webhooks_subscription_test",
+        "svc_webhooks_subscription_rotate_secret",
+        "svc_webhooks_delivery_list",
+        "svc_webhooks_delivery_get",
+        "svc_webhooks_delivery_replay",
+        "svc_webhooks_delivery_replay_failed",
+        "svc_webhooks_delivery_cancel",
+    ];
+
+    /// Named by the spec, over a feature not built yet (people's interactive sign-in).
+    const NOT_BUILT: &[&str] = &[
+        "svc_agents_interactive_grants_list",
+        "svc_agents_interactive_grants_revoke",
+    ];
+
+    #[test]
+    fn every_tool_the_spec_names_is_served_and_documented() {
+        let docs = include_str!("../../docs/api.md");
+        for name in SPEC_TOOLS.iter().filter(|n| !NOT_BUILT.contains(n)) {
+            assert!(
+                TOOLS.iter().any(|t| t.name == *name),
+                "{name} is not served"
+            );
+        }
+        for tool in TOOLS.iter() {
+            assert!(
+                docs.contains(&format!("| `{}` |", tool.name)),
+                "{} is not in docs/api.md",
+                tool.name
+            );
+        }
+    }
+
     #[test]
     fn arguments_are_checked_against_the_schema() {
         let tool = TOOLS

@@ -118,6 +118,11 @@ pub enum AgentCmd {
         #[arg(long)]
         offset: Option<u32>,
     },
+    /// Every agent and the tools it reaches (offered on a gateway it may use, in the catalog
+    /// and not blocked, and named by its allow list).
+    ///
+    /// Example: portcullis agent reach --json
+    Reach,
     /// Suspend an active agent.
     Suspend {
         agent: String,

@@ -170,6 +170,12 @@ pub async fn run(ctx: &Ctx, cmd: AgentCmd) -> anyhow::Result<()> {
             let reply: Reply<ListAgentsResponse> = ctx.send(AGENTS, "ListAgents", &req).await?;
             ctx.print(&reply, table);
         }
+        AgentCmd::Reach => {
+            let req = ListToolReachRequest { workspace_id };
+            let reply: Reply<ListToolReachResponse> =
+                ctx.send(AGENTS, "ListToolReach", &req).await?;
+            ctx.print(&reply, reach_table);
+        }
         AgentCmd::Suspend {
             agent,
             reason,
@@ -309,6 +315,23 @@ fn table(r: &ListAgentsResponse) {
             r.total
         ));
     }
+}
+
+fn reach_table(r: &ListToolReachResponse) {
+    let rows = r
+        .agents
+        .iter()
+        .map(|a| {
+            let tools: Vec<String> = a.tools.iter().map(|t| t.tool.clone()).collect();
+            let tools = if tools.is_empty() {
+                "-".to_string()
+            } else {
+                tools.join(", ")
+            };
+            vec![a.name.clone(), a.status.as_str().to_string(), tools]
+        })
+        .collect();
+    output::table(&["agent", "status", "tools"], rows);
 }
 
 #[cfg(test)]

@@ -145,6 +145,15 @@ pub fn tools() -> Vec<Tool> {
             run: |a| reply(pass(a, "UpdateAgent")),
         },
     ];
+    list.push(Tool {
+        name: "svc_tools_list",
+        description: "Every agent and the tools it reaches: offered on a gateway it may use, \
+                      in the catalog and not blocked, and named by its allow list.",
+        effect: Effect::Read,
+        params: vec![],
+        operations: &["ListToolReach"],
+        run: |a| reply(pass(a, "ListToolReach")),
+    });
     list.extend(lifecycle_tools());
     list.extend(key_tools());
     list

@@ -389,6 +389,39 @@ pub struct ListAgentKeysResponse {
     pub keys: Vec<AgentKey>,
 }
 
+/// `ListToolReach`: every agent and the tools it reaches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListToolReachRequest {
+    pub workspace_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListToolReachResponse {
+    pub agents: Vec<AgentReach>,
+}
+
+/// One agent's reach: the tools offered on a gateway it may use, in the catalog and not
+/// blocked, that its allow list names (an agent that is not active reaches none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentReach {
+    pub agent_id: String,
+    pub name: String,
+    pub status: AgentStatus,
+    pub tools: Vec<ReachedTool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReachedTool {
+    /// `connection/tool`, as agents call it.
+    pub tool: String,
+    pub connection_id: String,
+    /// `active` or `deprecated`.
+    pub status: String,
+    /// The gateways that offer it to this agent.
+    pub gateway_ids: Vec<String>,
+}
+
 scoped!(
     UpdateAgentRequest,
     empty_is_a_value: [
@@ -401,6 +434,7 @@ scoped!(
     ]
 );
 scoped!(
+    ListToolReachRequest,
     RegisterAgentRequest,
     GetAgentRequest,
     ListAgentsRequest,

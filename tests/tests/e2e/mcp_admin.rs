@@ -209,6 +209,13 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
                 "svc_gateway_member_remove",
                 json!({"gateway": "other", "model": "gpt"}),
             ),
+            ("svc_agents_reactivate", json!({"agent_id": "bot"})),
+            (
+                "svc_agents_update",
+                json!({"agent_id": "bot", "allowed_gateway_ids": [gateway_id],
+                       "allowed_tools": ["things/add", "things/echo", "things/gone"]}),
+            ),
+            ("svc_tools_list", json!({})),
         ],
     )
     .await;
@@ -267,10 +274,35 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
         "not_found",
         "gpt is not on gateway other"
     );
+    ok(&out, 16);
+    let reach = ok(&out, 17);
+    let bot = reach["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "bot")
+        .unwrap();
+    let reached: Vec<(&str, &str)> = bot["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["tool"].as_str().unwrap(), t["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        reached,
+        [("things/add", "deprecated"), ("things/echo", "active")],
+        "offered on edge, in the catalog and allowed; an undiscovered name is not reached: {bot}"
+    );
+    assert_eq!(bot["tools"][0]["gateway_ids"], json!([gateway_id]));
     let connect_agent = cp
         .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "bot"})))
         .await;
-    assert_eq!(connect_agent["agent"]["status"], "suspended");
+    assert_eq!(
+        connect_agent["agent"]["status"], "active",
+        "suspended, then reactivated"
+    );
+    let connect_reach = cp.ok(AGENTS, "ListToolReach", cp.body(json!({}))).await;
+    assert_eq!(connect_reach, reach, "the MCP result is the Connect reply");
     let _ = other;
 }
 
