@@ -112,6 +112,18 @@ pub enum Command {
     /// Webhooks: subscriptions, destinations, deliveries.
     #[command(subcommand)]
     Webhook(WebhookCmd),
+    /// One screen about the workspace: the key, what is configured, agents by status,
+    /// quotas, and when each gateway deployment last synced.
+    ///
+    /// Example: portcullis status --json
+    Status,
+    /// Print a shell completion script.
+    ///
+    /// Example: portcullis completions bash > ~/.local/share/bash-completion/completions/portcullis
+    Completions {
+        /// bash | zsh | fish | elvish | powershell
+        shell: clap_complete::Shell,
+    },
     /// Who the platform key is.
     Identity,
     /// The workspaces the key can see.

@@ -12,6 +12,7 @@ mod models;
 mod pools;
 mod quotas;
 mod rules;
+mod status;
 mod tools;
 mod webhooks;
 
@@ -36,11 +37,14 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
         Command::Audit(c) => audit::run(ctx, c).await,
         Command::Quota(c) => quotas::run(ctx, c).await,
         Command::Webhook(c) => webhooks::run(ctx, c).await,
+        Command::Status => status::run(ctx).await,
         Command::Identity => admin::identity(ctx).await,
         Command::Workspaces => admin::workspaces(ctx).await,
         Command::Workspace(c) => actas::workspace(ctx, c).await,
         Command::ActAsProvider(c) => actas::run(ctx, c).await,
-        Command::Up(_) => anyhow::bail!("`up` runs without a control-plane connection"),
+        Command::Up(_) | Command::Completions { .. } => {
+            anyhow::bail!("this command runs without a control-plane connection")
+        }
     }
 }
 

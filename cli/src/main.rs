@@ -30,6 +30,16 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         // Commands that need no control-plane connection.
         Command::Up(args) => up::run(args).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "portcullis",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
         // An agent's own call: its key, not a platform key.
         Command::Key(args::KeyCmd::Exchange { agent_key, gateway }) => {
             commands::keys::exchange(&cli.global, &agent_key, gateway.as_deref()).await

@@ -465,3 +465,52 @@ async fn gateway_quota_commands() {
     let listed = ok(as_admin(&cp, dir.path(), vec!["gateway", "quota", "list"]).await);
     assert!(!listed.contains(id), "{listed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_summarises_and_completions_need_no_server() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ok = |(code, out, err): (i32, String, String)| {
+        assert_eq!(code, 0, "{out}{err}");
+        out
+    };
+    ok(as_admin(&cp, dir.path(), vec!["agent", "register", "bot"]).await);
+    ok(as_admin(&cp, dir.path(), vec!["agent", "register", "old"]).await);
+    ok(as_admin(&cp, dir.path(), vec!["agent", "suspend", "old"]).await);
+    ok(as_admin(&cp, dir.path(), vec!["gateway", "create", "edge"]).await);
+    ok(as_admin(
+        &cp,
+        dir.path(),
+        vec!["gateway", "state", "edge", "disabled"],
+    )
+    .await);
+    let out = ok(as_admin(&cp, dir.path(), vec!["--json", "status"]).await);
+    let s: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["workspace"]["id"], cp.workspace_id.as_str());
+    assert_eq!(s["key"]["role"], "admin");
+    assert_eq!(
+        s["gateways"],
+        serde_json::json!({"active": 1, "disabled": 1})
+    );
+    assert_eq!(
+        s["agents"],
+        serde_json::json!({"active": 1, "suspended": 1})
+    );
+    assert_eq!(
+        (s["models"].as_u64(), s["tools"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let text = ok(as_admin(&cp, dir.path(), vec!["status"]).await);
+    assert!(
+        text.contains("1 active, 1 disabled") && text.contains("1 suspended"),
+        "{text}"
+    );
+
+    // No URL, no key: completions are generated offline.
+    let (code, out, err) = cli(dir.path(), &[], &["completions", "bash"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("_portcullis") && out.contains("oauth-connect"),
+        "{out}"
+    );
+}
