@@ -1,6 +1,7 @@
 //! Shared by every Portcullis component: the wire types of the control-plane API, the
 //! gateway snapshot, identifiers and key formats, and the Cedar schema.
 
+pub mod adapter;
 pub mod api;
 pub mod audit;
 pub mod canonical;
