@@ -22,7 +22,7 @@ pub use audit::{AuditCmd, StreamFilters};
 pub use guards::{GuardCmd, GuardFields};
 pub use models::{GatewayCmd, ModelCmd, ModelConfig, PoolCmd};
 pub use quotas::{GatewayQuotaCmd, QuotaChanges, QuotaCmd};
-pub use tools::{HeaderCmd, ToolCmd, ToolFields};
+pub use tools::{HeaderCmd, InstallArgs, ToolCmd, ToolFields};
 pub use webhooks::{DeliveryCmd, DestinationCmd, SubscriptionCmd, Target, WebhookCmd};
 
 use crate::up::UpArgs;

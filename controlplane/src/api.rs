@@ -259,6 +259,7 @@ impl Registry {
         add(service::MGMT, gateways::operations());
         add(service::MGMT, tools::operations());
         add(service::MGMT, tools::catalog::operations());
+        add(service::MGMT, tools::adapters::operations());
         add(service::MGMT, workspace::operations());
         add(service::AGENTS, agents::operations());
         add(service::AGENTS, actas::operations());

@@ -33,6 +33,9 @@ pub struct Config {
     /// failed attempt a delivery goes to `dlq`.
     pub webhook_retry_schedule: String,
     pub log_format: LogFormat,
+    /// A directory of catalog adapter definitions (`<slug>/v<N>.json`) beside the shipped
+    /// ones: a deployment's own REST services, or newer versions of shipped adapters.
+    pub catalog_dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Config {
@@ -65,12 +68,14 @@ impl Default for Config {
             webhook_body_retention_days: 7,
             webhook_retry_schedule: crate::webhooks::DEFAULT_SCHEDULE.to_string(),
             log_format: LogFormat::Text,
+            catalog_dir: None,
         }
     }
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
-const ENV_KEYS: [&str; 11] = [
+const ENV_KEYS: [&str; 12] = [
+    "catalog_dir",
     "audit_retention_days",
     "sqlite_synchronous",
     "webhook_body_retention_days",

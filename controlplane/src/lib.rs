@@ -8,6 +8,7 @@
 pub mod api;
 pub mod audit;
 pub mod bootstrap;
+pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod mcp_admin;

@@ -271,6 +271,12 @@ async fn tool_connections(
     let mut out = Vec::new();
     for t in tools::list(conn, ws).await? {
         let protocol = Protocol::parse(&t.protocol).ok_or_else(|| corrupt("protocol"))?;
+        let rest = match protocol {
+            Protocol::Rest => Some(
+                serde_json::from_str(&t.protocol_config).map_err(|_| corrupt("protocol_config"))?,
+            ),
+            _ => None,
+        };
         let (http, stdio) = match protocol {
             Protocol::StreamableHttp => (
                 Some(
@@ -293,6 +299,7 @@ async fn tool_connections(
             protocol,
             http,
             stdio,
+            rest,
             auth_method: AuthMethod::parse(&t.auth_method).ok_or_else(|| corrupt("auth_method"))?,
             credential_type: CredentialType::parse(&t.credential_type)
                 .ok_or_else(|| corrupt("credential_type"))?,

@@ -111,6 +111,10 @@ pub enum ToolTransport {
         env: Vec<(String, String)>,
         cwd: Option<String>,
     },
+    /// A catalog adapter: its operations are HTTP requests the gateway makes itself.
+    Rest {
+        adapter: std::sync::Arc<crate::mcp::upstream::rest::RestAdapter>,
+    },
 }
 
 pub struct ToolEntry {

@@ -92,6 +92,36 @@ pub struct Projection {
     pub error_message: String,
 }
 
+/// What an installed (`rest`) connection stores as its protocol config: the adapter copied
+/// whole at install or upgrade, pinned to its version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Installed {
+    pub slug: String,
+    pub version: u32,
+    /// Replaces the adapter's base URL (a self-hosted service, such as GitHub Enterprise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The operations offered; all when empty.
+    #[serde(default)]
+    pub tool_filter: Vec<String>,
+    pub definition: Definition,
+}
+
+impl Installed {
+    /// The base URL requests go to.
+    pub fn base(&self) -> &str {
+        self.base_url
+            .as_deref()
+            .unwrap_or(&self.definition.base_url)
+    }
+
+    /// The operations this connection offers.
+    pub fn operations(&self) -> impl Iterator<Item = &Operation> {
+        self.definition.offered(&self.tool_filter)
+    }
+}
+
 /// The request an operation's call makes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {

@@ -3,6 +3,7 @@
 
 pub mod actas;
 pub mod agents;
+pub mod catalog;
 pub mod common;
 pub mod eventing;
 pub mod gateways;

@@ -211,6 +211,9 @@ pub struct SnapTool {
     pub http: Option<HttpConfig>,
     #[serde(default)]
     pub stdio: Option<StdioConfig>,
+    /// The installed adapter of a `rest` connection.
+    #[serde(default)]
+    pub rest: Option<crate::adapter::Installed>,
     pub auth_method: AuthMethod,
     pub credential_type: CredentialType,
     pub secret_values: Secrets,

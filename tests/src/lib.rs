@@ -15,6 +15,7 @@ pub mod oidc;
 pub mod process;
 pub mod python;
 pub mod receiver;
+pub mod recorded_service;
 
 pub use controlplane::{Backend, ControlPlane, Reply};
 pub use fake_llm::FakeLlm;

@@ -69,6 +69,21 @@ pub enum ToolCmd {
     Remove {
         tool: String,
     },
+    /// The REST services the catalog offers (adapters), with the version an install pins.
+    Catalog,
+    /// Install a catalog adapter as a tool connection, pinned to its newest version.
+    ///
+    /// Example: portcullis tool install github-issues github --api-key ghp_… --operation list_issues --operation get_issue
+    Install(InstallArgs),
+    /// Re-copy the newest version of the connection's adapter (name, filter and credential
+    /// are kept).
+    Upgrade {
+        tool: String,
+    },
+    /// Remove an installed adapter's connection and its credential.
+    Uninstall {
+        tool: String,
+    },
     /// Start administrator OAuth consent: prints the one-time consent URL.
     ///
     /// Example: portcullis tool oauth-connect github
@@ -133,4 +148,27 @@ pub enum HeaderCmd {
         tool: String,
         name: String,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The adapter's slug (see `tool catalog`).
+    pub slug: String,
+    /// The connection's name; agents call its tools as NAME/operation.
+    pub name: String,
+    /// The credential, sent in the adapter's auth header.
+    #[arg(long, env = "PORTCULLIS_TOOL_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Each person provisions their own credential (where the adapter supports it).
+    #[arg(long)]
+    pub per_user: bool,
+    /// Offer only this operation; repeatable (all when left out).
+    #[arg(long = "operation")]
+    pub operations: Vec<String>,
+    /// Replace the adapter's base URL (a self-hosted service, such as GitHub Enterprise).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Attach to this gateway (name or id); repeatable.
+    #[arg(long = "gateway")]
+    pub gateways: Vec<String>,
 }

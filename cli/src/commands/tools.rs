@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 
 use super::done;
-use crate::args::{HeaderCmd, ToolCmd, ToolFields};
+use crate::args::{HeaderCmd, InstallArgs, ToolCmd, ToolFields};
 use crate::ctx::{Ctx, Kind};
 use crate::{output, parse};
 
@@ -215,6 +215,45 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
             done(ctx, &reply, &format!("Removed tool {tool}."));
             return Ok(());
         }
+        ToolCmd::Catalog => {
+            let reply = ctx.mgmt("ListCatalogServices", json!({})).await?;
+            output::list(
+                ctx.json,
+                &reply,
+                "services",
+                &[
+                    "/slug",
+                    "/version",
+                    "/auth_method",
+                    "/auth_header_name",
+                    "/supports_per_user",
+                    "/operations",
+                ],
+            );
+            return Ok(());
+        }
+        ToolCmd::Install(args) => return install(ctx, args).await,
+        ToolCmd::Upgrade { tool } => {
+            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?});
+            let reply = ctx.mgmt("UpgradeCatalogConnection", body).await?;
+            if !ctx.json {
+                println!(
+                    "{tool}: v{} → v{}",
+                    reply["from_version"], reply["to_version"]
+                );
+            }
+            reply
+        }
+        ToolCmd::Uninstall { tool } => {
+            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?});
+            let reply = ctx.mgmt("UninstallCatalogConnection", body).await?;
+            done(
+                ctx,
+                &reply,
+                &format!("Uninstalled {tool} and deleted its credential."),
+            );
+            return Ok(());
+        }
         ToolCmd::OauthConnect { tool, act_as_sub } => {
             let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?, "act_as_sub": act_as_sub});
             let reply = ctx.mgmt("BeginMCPServerOAuthConnect", body).await?;
@@ -351,6 +390,47 @@ async fn headers(ctx: &Ctx, cmd: HeaderCmd) -> anyhow::Result<()> {
         "headers",
         &["/name", "/source", "/value"],
     );
+    Ok(())
+}
+
+/// `tool install`: the adapter's auth header carries the key; gateways attach after.
+async fn install(ctx: &Ctx, a: InstallArgs) -> anyhow::Result<()> {
+    let services = ctx.mgmt("ListCatalogServices", json!({})).await?;
+    let header = services["services"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["slug"] == a.slug.as_str())
+        .and_then(|s| s["auth_header_name"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    let mut body = json!({"slug": a.slug, "name": a.name, "tool_filter": a.operations});
+    if let Some(key) = a.api_key {
+        body["secret_values"] = json!({ header: key });
+    }
+    if a.per_user {
+        body["credential_type"] = json!("per-user");
+    }
+    if let Some(url) = a.base_url {
+        body["base_url"] = json!(url);
+    }
+    let mut reply = ctx.mgmt("InstallCatalogConnection", body).await?;
+    let id = reply["connection_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for g in a.gateways {
+        let gateway_id = ctx.resolve(Kind::Gateway, &g).await?;
+        ctx.mgmt(
+            "AddGatewayToolSource",
+            json!({"gateway_id": gateway_id, "connection_id": id}),
+        )
+        .await?;
+        reply = ctx
+            .mgmt("GetMCPServerConnection", json!({"connection_id": id}))
+            .await?;
+    }
+    output::show(ctx.json, &reply, FIELDS);
     Ok(())
 }
 

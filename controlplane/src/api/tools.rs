@@ -1,6 +1,7 @@
 //! Tool connections: `CreateMCPServerConnection` … `DisconnectMCPServerOAuth`, and the same
 //! operations on the REST paths `/v1/tools…`.
 
+pub mod adapters;
 pub mod catalog;
 pub mod rest;
 mod rules;
@@ -184,6 +185,9 @@ async fn update(
     let mut row = load(tx.conn(), &ws, &req.connection_id).await?;
     let stored_protocol =
         Protocol::parse(&row.protocol).ok_or_else(|| views::corrupt("protocol"))?;
+    if stored_protocol == Protocol::Rest {
+        return adapters::update_installed(&ctx, tx, row, req).await;
+    }
     let protocol = match req.protocol.as_deref().filter(|p| !p.is_empty()) {
         Some(p) => rules::protocol(p)?,
         None => stored_protocol,

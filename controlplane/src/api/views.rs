@@ -207,8 +207,7 @@ pub async fn tool(
         workspace_id: row.workspace_id.clone(),
         name: row.name.clone(),
         protocol: Protocol::parse(&row.protocol).ok_or_else(|| corrupt("protocol"))?,
-        protocol_config: serde_json::from_str(&row.protocol_config)
-            .map_err(|_| corrupt("protocol_config"))?,
+        protocol_config: protocol_config_view(&row.protocol_config)?,
         auth_method,
         credential_type,
         auth_config,
@@ -248,4 +247,24 @@ pub fn quota(row: &crate::store::quotas::QuotaRow) -> portcullis_shared::api::qu
         created_at: ts(row.created_at),
         updated_at: ts(row.updated_at),
     }
+}
+
+/// A tool's protocol config as shown: stored as it is, except that an installed adapter shows
+/// its slug, version, base URL, filter and offered operations, not the whole definition.
+fn protocol_config_view(stored: &str) -> ApiResult<Value> {
+    let mut value: Value = serde_json::from_str(stored).map_err(|_| corrupt("protocol_config"))?;
+    if let Ok(installed) =
+        serde_json::from_value::<portcullis_shared::adapter::Installed>(value.clone())
+    {
+        let operations: Vec<&str> = installed.operations().map(|o| o.name.as_str()).collect();
+        value = serde_json::json!({
+            "slug": installed.slug,
+            "version": installed.version,
+            "title": installed.definition.title,
+            "base_url": installed.base(),
+            "tool_filter": installed.tool_filter,
+            "operations": operations,
+        });
+    }
+    Ok(value)
 }

@@ -8,7 +8,8 @@ use crate::error::ApiResult;
 
 const AUTH: &[&str] = &["none", "api-key", "oauth"];
 const CREDENTIAL: &[&str] = &["none", "shared", "per-user"];
-const PROTOCOLS: &[&str] = &["streamable-http", "sse", "rest"];
+/// `svc_tool_add` takes a URL; stdio servers and catalog adapters have their own paths.
+const PROTOCOLS: &[&str] = &["streamable-http"];
 const HEADERS: &str = "Headers sent upstream: [{name, source: literal|secret|actas, value}] \
                        (value is the text, or the secret's key); replaces the list.";
 

@@ -3,6 +3,7 @@
 //! speak JSON-RPC over Streamable HTTP or over a child process's stdio; results come back as
 //! the upstream sent them.
 
+pub mod rest;
 mod stdio;
 mod streamable;
 
@@ -68,6 +69,7 @@ pub fn outcome(message: Value) -> Result<Value, UpstreamError> {
 pub enum Session {
     Http(HttpSession),
     Stdio(StdioSession),
+    Rest(rest::RestSession),
 }
 
 impl Session {
@@ -82,12 +84,13 @@ impl Session {
         match self {
             Session::Http(s) => s.call(gw, method, params, extra).await,
             Session::Stdio(s) => s.call(gw, method, params).await,
+            Session::Rest(s) => s.0.call(gw, method, params).await,
         }
     }
 
     fn alive(&self) -> bool {
         match self {
-            Session::Http(_) => true,
+            Session::Http(_) | Session::Rest(_) => true,
             Session::Stdio(s) => s.alive(),
         }
     }
@@ -160,6 +163,7 @@ impl Pool {
             ToolTransport::Http { url, headers, .. } => {
                 Session::Http(HttpSession::new(url.clone(), headers.clone()))
             }
+            ToolTransport::Rest { adapter } => Session::Rest(rest::RestSession(adapter.clone())),
             ToolTransport::Stdio {
                 command,
                 args,

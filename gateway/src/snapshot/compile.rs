@@ -459,6 +459,13 @@ fn tool_entry(t: &portcullis_shared::snapshot::SnapTool) -> Result<ToolEntry, St
                 cwd: stdio.cwd.clone(),
             }
         }
+        (Protocol::Rest, _, _) if t.rest.is_some() => {
+            let installed = t.rest.clone().ok_or("no adapter")?;
+            let adapter = crate::mcp::upstream::rest::RestAdapter::compile(installed, secrets)?;
+            ToolTransport::Rest {
+                adapter: std::sync::Arc::new(adapter),
+            }
+        }
         (protocol, _, _) => {
             return Err(format!(
                 "protocol {} has no usable config",

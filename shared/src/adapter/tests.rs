@@ -88,8 +88,7 @@ fn shipped_adapters_check_and_replay_their_fixtures() {
 fn github() -> Definition {
     definitions()
         .into_iter()
-        .filter(|d| d.slug == "github-issues")
-        .last()
+        .rfind(|d| d.slug == "github-issues")
         .unwrap_or_else(|| panic!("github-issues is shipped"))
 }
 

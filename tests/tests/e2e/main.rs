@@ -13,6 +13,7 @@ mod anthropic;
 mod api;
 mod audit;
 mod audit_delivery;
+mod catalog;
 mod cli;
 mod cli_families;
 mod cloud;
