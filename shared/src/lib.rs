@@ -7,6 +7,8 @@ pub mod audit;
 pub mod canonical;
 pub mod config;
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod guard;
 pub mod jsonrpc;
 pub mod keys;

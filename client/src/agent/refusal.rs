@@ -227,3 +227,39 @@ mod tests {
         );
     }
 }
+
+/// Whatever a gateway (or something in its place) answers, reading it never panics and keeps
+/// the status.
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::{classify, CallIds};
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(Value::from),
+            "(policy_denied|credential_required|actas_required|model_not_found|not_ready|.{0,8})"
+                .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop::collection::btree_map(
+                "(error|data|code|message|reason_code|determining_policy|provision_url|.{0,4})",
+                inner,
+                0..4,
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect()))
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_reply_reads_as_some_class(status in 0u16..600, body in json()) {
+            let e = classify(status, &body, CallIds::default());
+            prop_assert_eq!(e.status_code, status);
+            prop_assert!(!e.kind.class().is_empty());
+        }
+    }
+}

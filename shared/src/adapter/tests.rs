@@ -169,3 +169,26 @@ fn bad_definitions_are_refused() {
     d.auth.method = "oauth".into();
     assert!(d.check().is_err());
 }
+
+/// Whatever a service answers, and whatever arguments an agent sends, projecting and
+/// building never panic.
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::definitions;
+    use crate::fuzz::json_value;
+
+    proptest! {
+        #[test]
+        fn any_answer_and_any_arguments_are_handled(answer in json_value(), args in json_value(), status in 100u16..600) {
+            for d in definitions() {
+                for op in &d.operations {
+                    let _ = op.outcome(status, &answer);
+                    if let Some(map) = args.as_object() {
+                        let _ = op.request(&d.base_url, map);
+                    }
+                }
+            }
+        }
+    }
+}
