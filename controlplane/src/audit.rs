@@ -225,31 +225,39 @@ pub fn stream_matches(q: &QueryEventsRequest, e: &AuditEventV1) -> bool {
 const SPEND_KEPT_DAYS: i64 = 62;
 
 /// Deletes events past the retention period, and the record of spend past what any window
-/// needs, every hour.
-pub fn spawn_retention(store: Store, days: u32) {
+/// needs, every hour, until `stop` turns true. The running service owns the task and stops it.
+pub fn spawn_retention(
+    store: Store,
+    days: u32,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(3600));
         loop {
-            tick.tick().await;
-            let before = now_ms() - i64::from(days) * 24 * 3600 * 1000;
-            let purged = async {
-                let mut tx = store.write_unscoped().await?;
-                let n = store::audit::purge(tx.conn(), before).await?;
-                let today = portcullis_shared::snapshot::day_index(now_ms() / 1000);
-                store::quotas::purge_spend(tx.conn(), today - SPEND_KEPT_DAYS).await?;
-                tx.commit().await?;
-                Ok::<u64, StoreError>(n)
-            }
-            .await;
-            match purged {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(purged = n, days, "Audit events past retention deleted."),
-                Err(e) => {
-                    tracing::warn!(error = %e, "Audit retention purge failed; retrying in an hour.")
-                }
+            tokio::select! {
+                _ = tick.tick() => purge_expired(&store, days).await,
+                _ = async { drop(stop.wait_for(|s| *s).await) } => return,
             }
         }
-    });
+    })
+}
+
+async fn purge_expired(store: &Store, days: u32) {
+    let before = now_ms() - i64::from(days) * 24 * 3600 * 1000;
+    let purged = async {
+        let mut tx = store.write_unscoped().await?;
+        let n = store::audit::purge(tx.conn(), before).await?;
+        let today = portcullis_shared::snapshot::day_index(now_ms() / 1000);
+        store::quotas::purge_spend(tx.conn(), today - SPEND_KEPT_DAYS).await?;
+        tx.commit().await?;
+        Ok::<u64, StoreError>(n)
+    }
+    .await;
+    match purged {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(purged = n, days, "Audit events past retention deleted."),
+        Err(e) => tracing::warn!(error = %e, "Audit retention purge failed; retrying in an hour."),
+    }
 }
 
 /// The event a management operation leaves behind.
@@ -276,7 +284,7 @@ pub fn mgmt_event(
     AuditEventV1 {
         event_id: uuid::Uuid::new_v4().to_string(),
         event_type: audit::types::MGMT_OPERATION.to_string(),
-        time: crate::api::views::ts(now_ms()),
+        time: crate::store::ts(now_ms()),
         result: result.to_string(),
         scope: audit::Scope {
             kind: "workspace".into(),

@@ -34,6 +34,11 @@ pub enum ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// A stored value that does not read back (a fault of the store, not of the caller).
+pub fn corrupt(what: &str) -> ApiError {
+    ApiError::Internal(format!("stored {what} is unreadable"))
+}
+
 /// Shorthands for the common cases.
 pub fn invalid(msg: impl Into<String>) -> ApiError {
     ApiError::InvalidArgument(msg.into())

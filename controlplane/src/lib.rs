@@ -46,6 +46,7 @@ pub struct Running {
     shutdown: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     workers: webhooks::Workers,
+    retention: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
@@ -54,6 +55,7 @@ impl Running {
         let _ = self.shutdown.send(true);
         self.task.await.context("server task")??;
         self.workers.stop().await;
+        self.retention.await.context("retention task")?;
         self.app.store.close().await;
         Ok(())
     }
@@ -89,14 +91,18 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         config,
         webhooks: hooks,
     });
-    audit::spawn_retention(app.store.clone(), app.config.audit_retention_days);
+    let (shutdown, mut stop) = tokio::sync::watch::channel(false);
+    let retention = audit::spawn_retention(
+        app.store.clone(),
+        app.config.audit_retention_days,
+        shutdown.subscribe(),
+    );
     let workers = webhooks::Workers::start(
         app.store.clone(),
         app.webhooks.settings.clone(),
         app.webhooks.wake.clone(),
     );
     let router = api::router(app.clone());
-    let (shutdown, mut stop) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(async move {
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
@@ -112,5 +118,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         shutdown,
         task,
         workers,
+        retention,
     })
 }

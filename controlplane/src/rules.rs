@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use portcullis_shared::api::rules::{BundleScope, RuleBundle};
 use portcullis_shared::policy;
 
-use crate::api::views;
 use crate::error::{ApiError, ApiResult};
 use crate::store::{agents, bundles, gateways, tools, Conn};
 
@@ -19,7 +18,7 @@ use crate::store::{agents, bundles, gateways, tools, Conn};
 pub const MANAGED_PREFIX: &str = "managed-";
 
 fn list(text: &str) -> ApiResult<Vec<String>> {
-    serde_json::from_str(text).map_err(|_| views::corrupt("agent list"))
+    serde_json::from_str(text).map_err(|_| crate::error::corrupt("agent list"))
 }
 
 /// Policy ids of an admin bundle start with this.
@@ -66,7 +65,7 @@ fn managed(workspace_id: &str, m: Managed<'_>) -> ApiResult<RuleBundle> {
         managed: true,
         policies: text,
         policy_ids,
-        created_at: views::ts(updated_at),
+        created_at: crate::store::ts(updated_at),
     })
 }
 
@@ -151,12 +150,13 @@ pub fn admin_view(row: bundles::BundleRow) -> ApiResult<RuleBundle> {
         bundle_id: row.id,
         workspace_id: row.workspace_id,
         name: row.name,
-        scope: BundleScope::parse(&row.scope).ok_or_else(|| views::corrupt("bundle scope"))?,
+        scope: BundleScope::parse(&row.scope)
+            .ok_or_else(|| crate::error::corrupt("bundle scope"))?,
         scope_id: (!row.scope_id.is_empty()).then_some(row.scope_id),
         managed: false,
         policies: row.policies,
         policy_ids: serde_json::from_str(&row.policy_ids)
-            .map_err(|_| views::corrupt("policy ids"))?,
-        created_at: views::ts(row.created_at),
+            .map_err(|_| crate::error::corrupt("policy ids"))?,
+        created_at: crate::store::ts(row.created_at),
     })
 }

@@ -10,10 +10,11 @@ use portcullis_shared::api::pools::PoolStrategy;
 use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::snapshot::*;
 
-use crate::api::views::{corrupt, ts};
+use crate::error::corrupt;
 use crate::error::ApiResult;
 use crate::rules;
 use crate::store::credentials::{self, Owner};
+use crate::store::ts;
 use crate::store::{agents, bundles, gateways, models, now_ms, pools, tools, workspaces, Conn};
 
 #[derive(Default)]
@@ -184,7 +185,7 @@ pub async fn build(
         .await?
         .iter()
         .map(|row| {
-            let q = crate::api::views::quota(row);
+            let q = row.view();
             portcullis_shared::snapshot::SnapQuota {
                 quota_id: q.quota_id,
                 name: q.name,

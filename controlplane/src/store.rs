@@ -19,3 +19,10 @@ pub mod webhooks;
 pub mod workspaces;
 
 pub use db::{now_ms, Backend, Conn, SqliteSync, Store, StoreError, WriteTx};
+
+/// Unix milliseconds as RFC 3339.
+pub fn ts(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

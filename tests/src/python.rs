@@ -43,3 +43,15 @@ pub async fn run(script: &str, args: &[&str]) -> Value {
     serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("{script} printed {stdout:?}: {e}"))
 }
+
+/// One MCP session with the official Python SDK (`mcp_client.py`): lists the tools at `url`
+/// as `key`, then makes the calls in order. Returns the SDK's view: `tools`, `calls`.
+pub async fn mcp_session(url: &str, key: &str, calls: &[(&str, Value)]) -> Value {
+    let mut args = vec![url.to_string(), key.to_string()];
+    for (tool, arguments) in calls {
+        args.push(tool.to_string());
+        args.push(arguments.to_string());
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    run("mcp_client.py", &refs).await
+}

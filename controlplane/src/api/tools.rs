@@ -40,6 +40,16 @@ fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".into())
 }
 
+/// Fails with `already_exists` when the workspace has a tool connection of this name.
+async fn name_free(conn: &mut Conn, ws: &str, name: &str) -> ApiResult<()> {
+    match tools::by_name(conn, ws, name).await? {
+        Some(_) => Err(exists(format!(
+            "a tool connection named '{name}' already exists"
+        ))),
+        None => Ok(()),
+    }
+}
+
 pub async fn load(
     conn: &mut Conn,
     workspace_id: &str,
@@ -129,11 +139,7 @@ async fn create(
 
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
-    if tools::by_name(tx.conn(), &ws, &name).await?.is_some() {
-        return Err(exists(format!(
-            "a tool connection named '{name}' already exists"
-        )));
-    }
+    name_free(tx.conn(), &ws, &name).await?;
     let now = now_ms();
     let row = tools::ToolRow {
         id: uuid::Uuid::new_v4().to_string(),
@@ -204,11 +210,7 @@ async fn update(
         .filter(|n| !n.is_empty() && *n != row.name)
     {
         let name = rules::connection_name(name)?;
-        if tools::by_name(tx.conn(), &ws, &name).await?.is_some() {
-            return Err(exists(format!(
-                "a tool connection named '{name}' already exists"
-            )));
-        }
+        name_free(tx.conn(), &ws, &name).await?;
         row.name = name;
     }
     let current = (

@@ -8,20 +8,12 @@ use portcullis_shared::api::pools::{LLMPool, PoolMember, PoolStrategy};
 use portcullis_shared::api::{AuthMethod, CredentialType, Endpoints, Ref};
 use serde_json::{Map, Value};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::store::credentials::{self, Owner};
 use crate::store::{gateways, models, pools, tools, workspaces, Conn};
 
-/// Unix milliseconds as RFC 3339.
-pub fn ts(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-pub fn corrupt(what: &str) -> ApiError {
-    ApiError::Internal(format!("stored {what} is unreadable"))
-}
+pub use crate::error::corrupt;
+pub use crate::store::ts;
 
 fn refs(rows: Vec<(String, String)>) -> Vec<Ref> {
     rows.into_iter()
@@ -229,24 +221,7 @@ pub async fn tool(
 }
 
 pub fn quota(row: &crate::store::quotas::QuotaRow) -> portcullis_shared::api::quotas::LLMQuota {
-    use portcullis_shared::api::quotas::{LLMQuota, QuotaSubject, QuotaWindow};
-    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
-    LLMQuota {
-        quota_id: row.id.clone(),
-        workspace_id: row.workspace_id.clone(),
-        subject_type: QuotaSubject::parse(&row.subject_type).unwrap_or_default(),
-        subject_id: some(&row.subject_id),
-        subject_key: some(&row.subject_key),
-        pool_id: some(&row.pool_id),
-        limit_micros: u64::try_from(row.limit_micros).unwrap_or(0),
-        window: QuotaWindow::parse(&row.quota_window).unwrap_or_default(),
-        name: row.name.clone(),
-        enabled: row.enabled != 0,
-        scope: row.scope.clone(),
-        per_caller: row.per_caller != 0,
-        created_at: ts(row.created_at),
-        updated_at: ts(row.updated_at),
-    }
+    row.view()
 }
 
 /// A tool's protocol config as shown: stored as it is, except that an installed adapter shows

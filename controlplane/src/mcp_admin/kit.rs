@@ -333,6 +333,52 @@ impl Args {
     }
 }
 
+/// How a created connection joins gateways: the attach operation, the read that returns it
+/// afterwards, and the field of the reply that holds it.
+pub struct Joining {
+    pub attach: &'static str,
+    pub get: &'static str,
+    pub field: &'static str,
+}
+
+impl Args {
+    /// The ids of the `gateways` argument, resolved before anything is created.
+    pub async fn gateway_ids(&self) -> ApiResult<Vec<String>> {
+        let mut ids = Vec::new();
+        let names = self.map.get("gateways").and_then(Value::as_array);
+        for g in names.into_iter().flatten() {
+            ids.push(
+                self.resolve_value(Named::Gateway, g.as_str().unwrap_or_default())
+                    .await?,
+            );
+        }
+        Ok(ids)
+    }
+
+    /// Attaches the connection a create returned to each gateway, and puts its fresh read
+    /// (with the memberships) into the reply.
+    pub async fn join(
+        &self,
+        mut created: Value,
+        gateway_ids: Vec<String>,
+        how: Joining,
+    ) -> ApiResult<Value> {
+        if gateway_ids.is_empty() {
+            return Ok(created);
+        }
+        let connection_id = created["connection_id"].clone();
+        for gateway_id in gateway_ids {
+            let body = json!({"gateway_id": gateway_id, "connection_id": connection_id});
+            self.call(how.attach, body).await?;
+        }
+        let fresh = self
+            .call(how.get, json!({"connection_id": connection_id}))
+            .await?;
+        created[how.field] = fresh[how.field].clone();
+        Ok(created)
+    }
+}
+
 /// Boxes a tool's async body.
 pub fn reply<F>(f: F) -> Reply
 where

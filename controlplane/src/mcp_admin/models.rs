@@ -2,7 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::kit::{opt, reply, req, Args, Effect, Named, Tool, Ty};
+use super::kit::{opt, reply, req, Args, Effect, Joining, Named, Tool, Ty};
 use crate::error::{invalid, ApiResult};
 
 const AUTH: &[&str] = &["none", "api-key", "oauth"];
@@ -141,39 +141,14 @@ async fn add(a: Args) -> ApiResult<Value> {
         body["secret_values"] = secret;
     }
     // Gateways are checked before anything is created.
-    let mut gateway_ids = Vec::new();
-    for g in a
-        .map
-        .get("gateways")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        gateway_ids.push(
-            a.resolve_value(Named::Gateway, g.as_str().unwrap_or_default())
-                .await?,
-        );
-    }
-    let mut created = a.call("CreateLLMModelConnection", body).await?;
-    if gateway_ids.is_empty() {
-        return Ok(created);
-    }
-    let connection_id = created["connection_id"].clone();
-    for gateway_id in gateway_ids {
-        a.call(
-            "AddGatewayModel",
-            json!({"gateway_id": gateway_id, "connection_id": connection_id}),
-        )
-        .await?;
-    }
-    let fresh = a
-        .call(
-            "GetLLMModelConnection",
-            json!({"connection_id": connection_id}),
-        )
-        .await?;
-    created["model"] = fresh["model"].clone();
-    Ok(created)
+    let gateway_ids = a.gateway_ids().await?;
+    let created = a.call("CreateLLMModelConnection", body).await?;
+    let how = Joining {
+        attach: "AddGatewayModel",
+        get: "GetLLMModelConnection",
+        field: "model",
+    };
+    a.join(created, gateway_ids, how).await
 }
 
 async fn update(a: Args) -> ApiResult<Value> {

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::kit::{opt, reply, req, Args, Effect, Named, Tool, Ty};
+use super::kit::{opt, reply, req, Args, Effect, Joining, Named, Tool, Ty};
 use crate::error::ApiResult;
 
 const AUTH: &[&str] = &["none", "api-key", "oauth"];
@@ -251,39 +251,14 @@ async fn add(a: Args) -> ApiResult<Value> {
     if let Some(s) = secrets(&a) {
         body["secret_values"] = s;
     }
-    let mut gateway_ids = Vec::new();
-    for g in a
-        .map
-        .get("gateways")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        gateway_ids.push(
-            a.resolve_value(Named::Gateway, g.as_str().unwrap_or_default())
-                .await?,
-        );
-    }
-    let mut created = a.call("CreateMCPServerConnection", body).await?;
-    if gateway_ids.is_empty() {
-        return Ok(created);
-    }
-    let connection_id = created["connection_id"].clone();
-    for gateway_id in gateway_ids {
-        a.call(
-            "AddGatewayToolSource",
-            json!({"gateway_id": gateway_id, "connection_id": connection_id}),
-        )
-        .await?;
-    }
-    let fresh = a
-        .call(
-            "GetMCPServerConnection",
-            json!({"connection_id": connection_id}),
-        )
-        .await?;
-    created["tool"] = fresh["tool"].clone();
-    Ok(created)
+    let gateway_ids = a.gateway_ids().await?;
+    let created = a.call("CreateMCPServerConnection", body).await?;
+    let how = Joining {
+        attach: "AddGatewayToolSource",
+        get: "GetMCPServerConnection",
+        field: "tool",
+    };
+    a.join(created, gateway_ids, how).await
 }
 
 /// Sends the full state to keep with the changes, as the update's overwrite rules require.

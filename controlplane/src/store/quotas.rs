@@ -201,3 +201,27 @@ pub async fn purge_spend(conn: &mut Conn, before_day: i64) -> Result<u64, StoreE
         .await?;
     Ok(done.rows_affected())
 }
+
+impl QuotaRow {
+    /// The quota as the API and the gateways' snapshot carry it.
+    pub fn view(&self) -> portcullis_shared::api::quotas::LLMQuota {
+        use portcullis_shared::api::quotas::{LLMQuota, QuotaSubject, QuotaWindow};
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        LLMQuota {
+            quota_id: self.id.clone(),
+            workspace_id: self.workspace_id.clone(),
+            subject_type: QuotaSubject::parse(&self.subject_type).unwrap_or_default(),
+            subject_id: some(&self.subject_id),
+            subject_key: some(&self.subject_key),
+            pool_id: some(&self.pool_id),
+            limit_micros: u64::try_from(self.limit_micros).unwrap_or(0),
+            window: QuotaWindow::parse(&self.quota_window).unwrap_or_default(),
+            name: self.name.clone(),
+            enabled: self.enabled != 0,
+            scope: self.scope.clone(),
+            per_caller: self.per_caller != 0,
+            created_at: super::ts(self.created_at),
+            updated_at: super::ts(self.updated_at),
+        }
+    }
+}

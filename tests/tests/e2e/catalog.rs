@@ -20,13 +20,7 @@ fn fixture(slug: &str, op: &str) -> Value {
 
 async fn sdk(gw: &GatewayProcess, cp: &ControlPlane, key: &str, calls: &[(&str, Value)]) -> Value {
     let url = format!("{}/mcp", gw.gateway_url(&cp.default_gateway_id));
-    let mut args = vec![url, key.to_string()];
-    for (tool, arguments) in calls {
-        args.push(tool.to_string());
-        args.push(arguments.to_string());
-    }
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    python::run("mcp_client.py", &refs).await
+    python::mcp_session(&url, key, calls).await
 }
 
 fn names(out: &Value) -> Vec<String> {

@@ -13,16 +13,9 @@ const AUDIT: &str = "svc.audit.v1.AuditService";
 
 on_both_backends!(families_through_the_python_sdk);
 
-/// Runs the calls in one MCP session as `key`; returns the SDK's view of the session.
+/// Runs the calls in one MCP session with the admin server as `key`.
 async fn session(cp: &ControlPlane, key: &str, calls: &[(&str, Value)]) -> Value {
-    let url = format!("{}/mcp", cp.url);
-    let mut args = vec![url, key.to_string()];
-    for (tool, arguments) in calls {
-        args.push(tool.to_string());
-        args.push(arguments.to_string());
-    }
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    python::run("mcp_client.py", &refs).await
+    python::mcp_session(&format!("{}/mcp", cp.url), key, calls).await
 }
 
 /// The structured result of the call at `i`, asserting it succeeded.

@@ -17,7 +17,7 @@ use portcullis_shared::api::{AuthMethod, CredentialType, Empty};
 use super::{json_text, load, rules, views};
 use crate::api::{unary, Access, Ctx, Operation};
 use crate::catalog::Catalog;
-use crate::error::{exists, invalid, not_found, precondition, ApiError, ApiResult};
+use crate::error::{invalid, not_found, precondition, ApiError, ApiResult};
 use crate::store::credentials::{self, Owner};
 use crate::store::{gateways, now_ms, tools, WriteTx};
 use crate::validate;
@@ -167,11 +167,7 @@ async fn install(
     };
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
-    if tools::by_name(tx.conn(), &ws, &name).await?.is_some() {
-        return Err(exists(format!(
-            "a tool connection named '{name}' already exists"
-        )));
-    }
+    super::name_free(tx.conn(), &ws, &name).await?;
     let now = now_ms();
     let row = tools::ToolRow {
         id: uuid::Uuid::new_v4().to_string(),
@@ -310,11 +306,7 @@ pub async fn update_installed(
         .filter(|n| !n.is_empty() && *n != row.name)
     {
         let name = rules::connection_name(name)?;
-        if tools::by_name(tx.conn(), &ws, &name).await?.is_some() {
-            return Err(exists(format!(
-                "a tool connection named '{name}' already exists"
-            )));
-        }
+        super::name_free(tx.conn(), &ws, &name).await?;
         row.name = name;
     }
     if let Some(secrets) = req.secret_values.filter(|s| !s.is_empty()) {
