@@ -14,6 +14,7 @@ mod gateways;
 pub mod guards;
 mod keys;
 mod models;
+pub mod peruser;
 mod pools;
 mod quotas;
 mod reach;
@@ -271,6 +272,8 @@ impl Registry {
         add(service::SYNC, sync::operations());
         add(service::SYNC, audit::sync_operations());
         add(service::SYNC, quotas::sync_operations());
+        add(service::SYNC, peruser::sync_operations());
+        add(service::MGMT, peruser::operations());
         add(service::AUDIT, audit::operations());
         add(service::EVENTING, eventing::operations());
         Self { operations }
@@ -311,6 +314,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/{service}/{operation}", post(dispatch))
         .merge(tools::rest::routes())
         .merge(crate::mcp_admin::routes())
+        .merge(crate::provision::routes())
         .fallback(fallback)
         .with_state(app)
 }

@@ -249,6 +249,8 @@ async fn purge_expired(store: &Store, days: u32) {
         let n = store::audit::purge(tx.conn(), before).await?;
         let today = portcullis_shared::snapshot::day_index(now_ms() / 1000);
         store::quotas::purge_spend(tx.conn(), today - SPEND_KEPT_DAYS).await?;
+        // Provision links last minutes; a day later nobody needs to be told one expired.
+        store::provision::purge(tx.conn(), now_ms() - 24 * 3600 * 1000).await?;
         tx.commit().await?;
         Ok::<u64, StoreError>(n)
     }
@@ -339,6 +341,38 @@ pub fn mgmt_event(
         },
         payload: serde_json::json!({"operation": method, "code": code}),
     }
+}
+
+/// An event a person caused on a page of this service (a provision link), as that person.
+pub fn person_event(
+    workspace_id: &str,
+    subject: &str,
+    event_type: &str,
+    resource: audit::ResourceRef,
+    payload: serde_json::Value,
+) -> AuditEventV1 {
+    let caller = Caller::PlatformKey { id: "", name: "" };
+    let mut e = mgmt_event(
+        workspace_id,
+        caller,
+        "",
+        "ok",
+        &uuid::Uuid::new_v4().to_string(),
+    );
+    e.event_type = event_type.to_string();
+    e.actor = audit::Actor {
+        kind: audit::actors::USER.into(),
+        id: subject.to_string(),
+        display: subject.to_string(),
+        ..Default::default()
+    };
+    e.resource = audit::ResourceRef {
+        workspace_id: workspace_id.to_string(),
+        ..resource
+    };
+    e.request.http_route = "/provision/{token}".into();
+    e.payload = payload;
+    e
 }
 
 /// This process's id in events.

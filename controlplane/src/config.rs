@@ -36,6 +36,9 @@ pub struct Config {
     /// A directory of catalog adapter definitions (`<slug>/v<N>.json`) beside the shipped
     /// ones: a deployment's own REST services, or newer versions of shipped adapters.
     pub catalog_dir: Option<PathBuf>,
+    /// The URL people reach this control plane at, for the links it hands out (provision
+    /// pages); `http://<listen address>` when left out.
+    pub public_url: Option<String>,
 }
 
 impl std::fmt::Debug for Config {
@@ -69,13 +72,15 @@ impl Default for Config {
             webhook_retry_schedule: crate::webhooks::DEFAULT_SCHEDULE.to_string(),
             log_format: LogFormat::Text,
             catalog_dir: None,
+            public_url: None,
         }
     }
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
-const ENV_KEYS: [&str; 12] = [
+const ENV_KEYS: [&str; 13] = [
     "catalog_dir",
+    "public_url",
     "audit_retention_days",
     "sqlite_synchronous",
     "webhook_body_retention_days",

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod mcp_admin;
 pub mod metrics;
+pub mod provision;
 pub mod rules;
 pub mod snapshot;
 pub mod store;
@@ -36,6 +37,8 @@ pub struct App {
     pub audit: audit::Hub,
     pub config: Config,
     pub webhooks: webhooks::Hooks,
+    /// Where people reach this service (links in replies start with it).
+    pub base_url: String,
 }
 
 /// A running control plane.
@@ -88,6 +91,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         registry: api::Registry::new(),
         metrics: metrics::Metrics::default(),
         audit: hub,
+        base_url: config
+            .public_url
+            .clone()
+            .map(|u| u.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| format!("http://{addr}")),
         config,
         webhooks: hooks,
     });

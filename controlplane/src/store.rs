@@ -12,6 +12,7 @@ pub mod gateways;
 pub mod guards;
 pub mod models;
 pub mod pools;
+pub mod provision;
 pub mod quotas;
 pub mod token_keys;
 pub mod tools;

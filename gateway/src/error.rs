@@ -102,6 +102,9 @@ pub enum GatewayError {
     /// The act-as identity was refused; `code` says why (`actas_expired`, `actas_audience`, …).
     #[error("act-as identity refused: {message}")]
     ActAsRefused { code: &'static str, message: String },
+    /// The person has no credential for a per-user connection yet.
+    #[error("'{}' needs your own credential: provide it at the provision_url, then retry", .0.connection_name)]
+    CredentialRequired(Box<crate::peruser::Missing>),
     #[error("{0}")]
     NotFound(String),
     #[error("model '{0}' is not available on this gateway")]
@@ -146,7 +149,7 @@ impl GatewayError {
             GatewayError::BadRequest(_)
             | GatewayError::Unsupported(_)
             | GatewayError::TooLarge(_) => 400,
-            GatewayError::Unauthenticated(_) => 401,
+            GatewayError::Unauthenticated(_) | GatewayError::CredentialRequired(_) => 401,
             // The issuer's keys could not be fetched: not the caller's fault, worth a retry.
             GatewayError::ActAsRefused {
                 code: "actas_issuer_unavailable",
@@ -189,6 +192,7 @@ impl GatewayError {
             GatewayError::BadRequest(_) => ("invalid_request_error", "invalid_request"),
             GatewayError::Unsupported(_) => ("invalid_request_error", "unsupported"),
             GatewayError::Unauthenticated(_) => ("authentication_error", "invalid_api_key"),
+            GatewayError::CredentialRequired(_) => ("credential_required", "credential_required"),
             GatewayError::Forbidden(_) => ("permission_error", "forbidden"),
             GatewayError::Denied(_) => ("permission_error", "policy_denied"),
             GatewayError::ActAsRefused {

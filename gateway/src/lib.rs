@@ -21,6 +21,7 @@ pub mod guard;
 pub mod llm;
 pub mod mcp;
 pub mod metrics;
+pub mod peruser;
 pub mod proxy;
 pub mod request;
 pub mod respond;
@@ -50,6 +51,8 @@ pub struct Gateway {
     pub metrics: metrics::Metrics,
     /// Upstream MCP sessions.
     pub upstreams: mcp::upstream::Pool,
+    /// People's own credentials for per-user connections, briefly.
+    pub credentials: peruser::Credentials,
     /// Callers' tool lists.
     pub tools_cache: mcp::ToolsCache,
     /// Tool connection id → the fingerprint this process last reported.
@@ -92,6 +95,7 @@ impl Gateway {
             runtime: snapshot::Runtime::default(),
             metrics: metrics::Metrics::default(),
             upstreams: mcp::upstream::Pool::default(),
+            credentials: peruser::Credentials::default(),
             tools_cache: mcp::ToolsCache::default(),
             reported: std::sync::Mutex::default(),
             background: tokio::runtime::Handle::current(),

@@ -207,12 +207,23 @@ async fn call(
         return Err(unknown());
     }
     match entry.catalog.get(tool) {
-        None => {
-            return Err(RpcError::new(
-                -32602,
-                format!("{name} is not in the catalog yet; list the tools first"),
-            ))
+        // Per-user operations are discovered with a person's credential: one without it
+        // learns where to provide it first.
+        None if entry.per_user => {
+            authz::check_tool(
+                rc.snap,
+                rc.agent,
+                rc.gateway,
+                Action::McpCall,
+                name,
+                &rc.context,
+                rc.memoize,
+            )
+            .map_err(|d| RpcError::denied(&d, rc.request_id))?;
+            person(gw, rc, entry).await?;
+            return Err(not_cataloged(name));
         }
+        None => return Err(not_cataloged(name)),
         Some((ToolStatus::Blocked, message)) => {
             let reason = match message {
                 Some(m) => format!("{name} is blocked: {m}"),
@@ -254,9 +265,13 @@ async fn call(
         guards,
     )
     .map_err(|f| guard::refusal(&f, rc.request_id))?;
+    let person = match entry.per_user {
+        true => Some(person(gw, rc, entry).await?),
+        false => None,
+    };
     let session = gw
         .upstreams
-        .session(gw, entry)
+        .session_as(gw, entry, person.as_ref().map(|(sub, h)| (sub.as_str(), h)))
         .await
         .map_err(|e| RpcError::gateway(e.to_string(), "upstream_error", rc.request_id))?;
     let mut upstream_params = json!({"name": tool, "arguments": arguments});
@@ -301,4 +316,53 @@ async fn call(
             rc.request_id,
         )),
     }
+}
+
+/// On a per-user tool, the calling person and their credential; a person without one gets
+/// the link to provide it (JSON-RPC -32001 with `credential_required`, HTTP 200: a 401 here
+/// would send MCP clients into their own OAuth flow).
+async fn person(
+    gw: &Gateway,
+    rc: &RequestCtx<'_>,
+    entry: &crate::snapshot::ToolEntry,
+) -> Result<(String, crate::peruser::Headers), RpcError> {
+    let refused = |e: GatewayError| {
+        let (_, code) = e.openai_type_and_code();
+        RpcError::gateway(e.to_string(), code, rc.request_id)
+    };
+    let subject = crate::peruser::subject(rc, &entry.name).map_err(refused)?;
+    let owner = portcullis_shared::snapshot::CredentialOwner::Tool;
+    match gw
+        .credentials
+        .lookup(gw, owner, &entry.id, subject)
+        .await
+        .map_err(refused)?
+    {
+        Ok(headers) => Ok((subject.to_string(), headers)),
+        Err(missing) => {
+            gw.metrics.credential_required();
+            let err = GatewayError::CredentialRequired(Box::new(missing));
+            Err(credential_required(&err, rc.request_id))
+        }
+    }
+}
+
+/// The in-band refusal for a missing per-user credential, with its link.
+fn credential_required(err: &GatewayError, request_id: &str) -> RpcError {
+    let mut e = RpcError::new(-32001, err.to_string());
+    let mut data = json!({"reason": err.to_string(), "reason_code": "credential_required", "request_id": request_id});
+    if let GatewayError::CredentialRequired(m) = err {
+        data["connection_name"] = json!(m.connection_name);
+        data["provision_url"] = json!(m.provision_url);
+        data["expires_at"] = json!(m.expires_at);
+    }
+    e.data = Some(data);
+    e
+}
+
+fn not_cataloged(name: &str) -> RpcError {
+    RpcError::new(
+        -32602,
+        format!("{name} is not in the catalog yet; list the tools first"),
+    )
 }

@@ -12,6 +12,8 @@ const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 pub struct Metrics {
     counts: [[AtomicU64; 5]; 5],
     micros: [AtomicU64; 5],
+    /// Calls refused because the person had no credential for a per-user connection.
+    credential_required: AtomicU64,
 }
 
 impl Metrics {
@@ -23,6 +25,11 @@ impl Metrics {
         let c = usize::from(status / 100).saturating_sub(1).min(4);
         self.counts[r][c].fetch_add(1, Ordering::Relaxed);
         self.micros[r].fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// A call needed a person's credential they have not provided.
+    pub fn credential_required(&self) {
+        self.credential_required.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn render(&self, revision: Option<u64>) -> String {
@@ -44,6 +51,12 @@ impl Metrics {
                 "portcullis_gateway_request_seconds_total{{route=\"{route}\"}} {secs}"
             );
         }
+        out.push_str("# TYPE portcullis_gateway_credential_required_total counter\n");
+        let _ = writeln!(
+            out,
+            "portcullis_gateway_credential_required_total {}",
+            self.credential_required.load(Ordering::Relaxed)
+        );
         out.push_str("# TYPE portcullis_gateway_snapshot_revision gauge\n");
         let _ = writeln!(
             out,

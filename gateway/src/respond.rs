@@ -111,6 +111,11 @@ fn details(err: &GatewayError, into: &mut Value) {
         into["reason_code"] = json!(d.reason_code);
         into["determining_policy"] = json!(d.determining_policy);
     }
+    if let GatewayError::CredentialRequired(m) = err {
+        into["connection_name"] = json!(m.connection_name);
+        into["provision_url"] = json!(m.provision_url);
+        into["expires_at"] = json!(m.expires_at);
+    }
     if let GatewayError::QuotaExceeded {
         quota_id,
         resets_at,

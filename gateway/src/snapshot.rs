@@ -120,6 +120,8 @@ pub enum ToolTransport {
 pub struct ToolEntry {
     pub id: String,
     pub name: String,
+    /// Each person calls with their own API key ([`crate::peruser`]).
+    pub per_user: bool,
     pub transport: ToolTransport,
     /// Operation → (status, message). Operations not in the catalog are not served.
     pub catalog: HashMap<String, (portcullis_shared::api::tools::ToolStatus, Option<String>)>,
@@ -166,7 +168,9 @@ pub enum Credential {
     Aws { region: String, source: AwsSource },
     /// A Google bearer token (Vertex).
     Google(GoogleSource),
-    /// Credentials this gateway version cannot inject (per-user, OAuth): calls fail with why.
+    /// Each person's own key: fetched per call ([`crate::peruser`]) and sent as headers.
+    PerUser,
+    /// Credentials this gateway version cannot inject (OAuth): calls fail with why.
     Unavailable(String),
 }
 
@@ -206,6 +210,7 @@ impl std::fmt::Debug for Credential {
             Credential::Headers(_) => "Headers",
             Credential::Aws { .. } => "Aws",
             Credential::Google(_) => "Google",
+            Credential::PerUser => "PerUser",
             Credential::Unavailable(_) => "Unavailable",
         })
     }

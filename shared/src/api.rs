@@ -5,6 +5,7 @@ pub mod actas;
 pub mod agents;
 pub mod catalog;
 pub mod common;
+pub mod credentials;
 pub mod eventing;
 pub mod gateways;
 pub mod guards;

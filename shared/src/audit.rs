@@ -33,6 +33,8 @@ pub mod types {
     pub const AGENT_SUSPENDED: &str = "agent.suspended";
     /// `DeployRuleBundle` deployed a bundle.
     pub const RULE_BUNDLE_DEPLOYED: &str = "authorization.rule_bundle.deployed";
+    /// A person stored their own credential for a per-user connection (never the value).
+    pub const CREDENTIAL_PROVISIONED: &str = "credential.provisioned";
 }
 
 pub mod results {

@@ -422,3 +422,43 @@ mod window_tests {
         assert_eq!(window_of_day(QuotaWindow::Monthly, nov30), m - 1);
     }
 }
+
+/// Which kind of connection a per-user credential is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialOwner {
+    Tool,
+    Model,
+}
+
+/// `SyncService/GetCredential`: a person's credential for a per-user connection, asked by a
+/// gateway when a call needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GetCredentialRequest {
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    pub owner: CredentialOwner,
+    pub connection_id: String,
+    /// The verified act-as `sub` of the person.
+    pub subject: String,
+}
+
+impl WorkspaceScoped for GetCredentialRequest {
+    fn workspace_id(&self) -> Option<&str> {
+        self.workspace_id.as_deref()
+    }
+}
+
+/// The credential's header values when the person has one; otherwise a fresh one-use link
+/// where they can store one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetCredentialResponse {
+    #[serde(default)]
+    pub secret_values: Option<Secrets>,
+    pub connection_name: String,
+    #[serde(default)]
+    pub provision_url: Option<String>,
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}

@@ -5,6 +5,7 @@ MODE: plain | stream | stream-usage | tools | tools-stream | models
 Prints one JSON object on stdout.
 """
 import json
+import os
 import sys
 
 import openai
@@ -66,7 +67,9 @@ def tools(client: OpenAI, model: str, stream: bool) -> dict:
 
 def main() -> None:
     base_url, api_key, model, mode = sys.argv[1:5]
-    client = OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=30)
+    # PORTCULLIS_HEADERS: a JSON object of headers every call carries (an act-as identity).
+    headers = json.loads(os.environ.get("PORTCULLIS_HEADERS", "{}"))
+    client = OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=30, default_headers=headers)
     messages = [{"role": "user", "content": "Say hello."}]
     out: dict = {"sdk_version": openai.__version__}
     try:

@@ -25,12 +25,18 @@ pub fn interpreter() -> PathBuf {
 
 /// Runs `tests/python/<script>` with arguments and parses the JSON it prints.
 pub async fn run(script: &str, args: &[&str]) -> Value {
+    run_with_env(script, args, &[]).await
+}
+
+/// [`run`] with extra environment variables.
+pub async fn run_with_env(script: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("python")
         .join(script);
     let output = tokio::process::Command::new(interpreter())
         .arg(path)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .await
         .expect("run python");

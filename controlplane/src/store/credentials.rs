@@ -20,7 +20,19 @@ pub enum Owner {
 }
 
 impl Owner {
-    fn as_str(self) -> &'static str {
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Owner::Model,
+            Owner::Tool,
+            Owner::ToolOAuthClient,
+            Owner::AgentActAs,
+            Owner::ActAsProvider,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
         match self {
             Owner::Model => "model",
             Owner::Tool => "tool",
@@ -102,18 +114,64 @@ pub async fn open_shared(
     owner: Owner,
     owner_id: &str,
 ) -> Result<Option<BTreeMap<String, String>>, StoreError> {
+    open(conn, cipher, owner, owner_id, "").await
+}
+
+/// Decrypts an owner's credential for one subject (`""` is the shared one).
+pub async fn open(
+    conn: &mut Conn,
+    cipher: &Cipher,
+    owner: Owner,
+    owner_id: &str,
+    subject: &str,
+) -> Result<Option<BTreeMap<String, String>>, StoreError> {
     let row: Option<(String,)> = sqlx::query_as(
         "SELECT ciphertext FROM credentials WHERE owner_kind = $1 AND owner_id = $2 \
-         AND subject = ''",
+         AND subject = $3",
     )
     .bind(owner.as_str())
     .bind(owner_id)
+    .bind(subject)
     .fetch_optional(conn)
     .await?;
     let Some((sealed,)) = row else {
         return Ok(None);
     };
-    let plaintext = cipher.open(&label(owner, owner_id, ""), &sealed)?;
+    let plaintext = cipher.open(&label(owner, owner_id, subject), &sealed)?;
     let text = String::from_utf8(plaintext).map_err(super::db::corrupt)?;
     from_json(&text).map(Some)
+}
+
+/// The subjects with a per-user credential on an owner, and when each was stored.
+pub async fn subjects(
+    conn: &mut Conn,
+    owner: Owner,
+    owner_id: &str,
+) -> Result<Vec<(String, i64)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT subject, updated_at FROM credentials WHERE owner_kind = $1 AND owner_id = $2 \
+         AND subject <> '' ORDER BY subject",
+    )
+    .bind(owner.as_str())
+    .bind(owner_id)
+    .fetch_all(conn)
+    .await?)
+}
+
+/// Deletes one subject's credential; whether there was one.
+pub async fn delete_subject(
+    conn: &mut Conn,
+    owner: Owner,
+    owner_id: &str,
+    subject: &str,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(
+        "DELETE FROM credentials WHERE owner_kind = $1 AND owner_id = $2 AND subject = $3",
+    )
+    .bind(owner.as_str())
+    .bind(owner_id)
+    .bind(subject)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }

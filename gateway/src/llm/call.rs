@@ -25,6 +25,10 @@ pub async fn call_members<'g>(
     let mut last: Option<GatewayError> = None;
     for model in members::order(target) {
         let plan = match plan::plan(inbound, &model, rc.request_id, gw.config.cloud_identity) {
+            Ok(plan) => person(gw, rc, &model, plan).await,
+            Err(e) => Err(e),
+        };
+        let plan = match plan {
             Ok(plan) => plan,
             Err(e) => {
                 last = Some(e);
@@ -95,6 +99,30 @@ pub async fn call_members<'g>(
     Err(last.unwrap_or_else(|| {
         GatewayError::Upstream(format!("pool '{}' has no members to call", inbound.model))
     }))
+}
+
+/// For a per-user model, the calling person's credential (or where to provide it).
+async fn person(
+    gw: &Gateway,
+    rc: &RequestCtx<'_>,
+    model: &ModelEntry,
+    mut plan: plan::Plan,
+) -> Result<plan::Plan, GatewayError> {
+    if !matches!(model.credential, crate::snapshot::Credential::PerUser) {
+        return Ok(plan);
+    }
+    let subject = crate::peruser::subject(rc, &model.name)?;
+    let owner = portcullis_shared::snapshot::CredentialOwner::Model;
+    match gw.credentials.lookup(gw, owner, &model.id, subject).await? {
+        Ok(headers) => {
+            plan.user = Some(headers);
+            Ok(plan)
+        }
+        Err(missing) => {
+            gw.metrics.credential_required();
+            Err(GatewayError::CredentialRequired(Box::new(missing)))
+        }
+    }
 }
 
 /// The upstream answered: the call is charged, even if the answer broke off or the caller

@@ -47,6 +47,18 @@ pub async fn authorize(
             }
             Ok(request)
         }
+        Credential::PerUser => {
+            let headers = plan.user.as_ref().ok_or_else(|| {
+                GatewayError::Internal(format!(
+                    "model '{}': no person's credential was looked up",
+                    model.name
+                ))
+            })?;
+            for (name, value) in &headers.headers {
+                request = request.header(name, value);
+            }
+            Ok(request)
+        }
         Credential::Unavailable(why) => Err(GatewayError::Unsupported(why.clone())),
     }
 }

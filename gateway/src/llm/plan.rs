@@ -24,6 +24,8 @@ pub struct Plan {
     pub request_id: String,
     /// Claude on Vertex.
     pub vertex: bool,
+    /// The calling person's own credential, for a per-user model.
+    pub user: Option<crate::peruser::Headers>,
 }
 
 impl Plan {
@@ -72,6 +74,7 @@ pub fn plan(
         created: chrono::Utc::now().timestamp(),
         request_id: request_id.to_string(),
         vertex: to.vertex,
+        user: None,
     };
     plan.body = translation
         .request(inbound, &plan.context(model))

@@ -76,7 +76,7 @@ pub fn discover_changed(gw: &Arc<Gateway>, snap: &Arc<Compiled>) {
         let todo: Vec<Arc<ToolEntry>> = snap
             .tools
             .values()
-            .filter(|t| t.unavailable.is_none())
+            .filter(|t| t.unavailable.is_none() && !t.per_user)
             .filter(|t| !matches!(&t.transport, ToolTransport::Http { actas_headers, .. } if !actas_headers.is_empty()))
             .filter(|t| reported.get(&t.id) != Some(&t.fingerprint))
             .cloned()

@@ -106,17 +106,22 @@ pub async fn tools_list(
             .map_err(|_| RpcError::new(-32602, "invalid cursor"))?,
     };
     let key = cache_key(rc);
+    let mut advisories = Vec::new();
     let tools = match gw.tools_cache.get(&key, rc.snap.revision) {
         Some(tools) => tools,
         None => {
             // Only a fresh list is audited; cache hits are not (the spec's rule).
             let started = Instant::now();
-            let (tools, failed) = discover(gw, rc).await;
-            let tools = Arc::new(tools);
-            gw.tools_cache.put(key, rc.snap.revision, tools.clone());
+            let found = discover(gw, rc).await;
+            let tools = Arc::new(found.tools);
+            // A list that asks for credentials is not kept: the next one may not need to.
+            if found.advisories.is_empty() {
+                gw.tools_cache.put(key, rc.snap.revision, tools.clone());
+            }
+            advisories = found.advisories;
             if gw.audit.enabled() {
                 gw.audit
-                    .emit(list_event(rc, tools.len(), failed, started.elapsed()));
+                    .emit(list_event(rc, tools.len(), found.failed, started.elapsed()));
             }
             tools
         }
@@ -126,6 +131,9 @@ pub async fn tools_list(
     }
     let page: Vec<Value> = tools.iter().skip(offset).take(PAGE).cloned().collect();
     let mut result = json!({"tools": page});
+    if !advisories.is_empty() {
+        result["_meta"] = json!({"auth_required": advisories});
+    }
     if offset + PAGE < tools.len() {
         result["nextCursor"] = json!((offset + PAGE).to_string());
     }
@@ -135,9 +143,47 @@ pub async fn tools_list(
 /// Lists every attached connection upstream and keeps what this agent may discover. A
 /// connection that fails is left out (and logged); operations not yet in the catalog are
 /// reported for it and left out until the next snapshot has them.
-async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> (Vec<Value>, Vec<String>) {
+/// What one fresh list found: the tools, the connections that failed, and the per-user
+/// connections the caller has yet to provide a credential for.
+struct Found {
+    tools: Vec<Value>,
+    failed: Vec<String>,
+    advisories: Vec<Value>,
+}
+
+/// On a per-user connection, whose credential lists it.
+enum Person {
+    As(String, crate::peruser::Headers),
+    /// No verified person: nothing of it is listed.
+    Skip,
+    /// The caller has no credential yet: where to provide it.
+    Advise(Value),
+    Failed,
+}
+
+async fn person(gw: &Gateway, rc: &RequestCtx<'_>, tool: &ToolEntry) -> Person {
+    let Ok(subject) = crate::peruser::subject(rc, &tool.name) else {
+        return Person::Skip;
+    };
+    let owner = portcullis_shared::snapshot::CredentialOwner::Tool;
+    match gw.credentials.lookup(gw, owner, &tool.id, subject).await {
+        Ok(Ok(headers)) => Person::As(subject.to_string(), headers),
+        Ok(Err(m)) => Person::Advise(json!({
+            "connection_name": m.connection_name,
+            "provision_url": m.provision_url,
+            "expires_at": m.expires_at,
+        })),
+        Err(e) => {
+            tracing::warn!(request_id = rc.request_id, tool = %tool.name, error = %e, "Could not fetch a person's credential.");
+            Person::Failed
+        }
+    }
+}
+
+async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Found {
     let mut out = Vec::new();
     let mut failed = Vec::new();
+    let mut advisories = Vec::new();
     for tool in &rc.gateway.tool_connections {
         let extra = match actas_headers(tool, rc) {
             Ok(h) => h,
@@ -146,7 +192,23 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> (Vec<Value>, Vec<St
                 continue;
             }
         };
-        let listed = match gw.upstreams.session(gw, tool).await {
+        let person = match tool.per_user {
+            false => None,
+            true => match person(gw, rc, tool).await {
+                Person::As(sub, headers) => Some((sub, headers)),
+                Person::Skip => continue,
+                Person::Advise(advice) => {
+                    advisories.push(advice);
+                    continue;
+                }
+                Person::Failed => {
+                    failed.push(tool.name.clone());
+                    continue;
+                }
+            },
+        };
+        let person = person.as_ref().map(|(sub, h)| (sub.as_str(), h));
+        let listed = match gw.upstreams.session_as(gw, tool, person).await {
             Ok(session) => session.list_all_tools(gw, &extra).await,
             Err(e) => Err(e),
         };
@@ -205,7 +267,11 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> (Vec<Value>, Vec<St
             discovery::report_later(gw, tool, unknown);
         }
     }
-    (out, failed)
+    Found {
+        tools: out,
+        failed,
+        advisories,
+    }
 }
 
 fn list_event(

@@ -84,7 +84,7 @@ impl Session {
         match self {
             Session::Http(s) => s.call(gw, method, params, extra).await,
             Session::Stdio(s) => s.call(gw, method, params).await,
-            Session::Rest(s) => s.0.call(gw, method, params).await,
+            Session::Rest(s) => s.adapter.call(gw, method, params, &s.person).await,
         }
     }
 
@@ -136,34 +136,67 @@ pub struct Pool {
 }
 
 impl Pool {
-    fn lookup(&self, tool: &ToolEntry) -> Option<Arc<Session>> {
+    fn lookup(&self, key: &str, fingerprint: &str) -> Option<Arc<Session>> {
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         sessions
-            .get(&tool.id)
-            .filter(|(fingerprint, session)| *fingerprint == tool.fingerprint && session.alive())
+            .get(key)
+            .filter(|(f, session)| f == fingerprint && session.alive())
             .map(|(_, session)| session.clone())
     }
 
+    /// The connection's shared session.
     pub async fn session(
         &self,
         gw: &Arc<Gateway>,
         tool: &ToolEntry,
     ) -> Result<Arc<Session>, UpstreamError> {
+        self.session_as(gw, tool, None).await
+    }
+
+    /// The session of one person (their `sub` and credential headers) on a per-user
+    /// connection, or the shared one: pooled per (connection, person).
+    pub async fn session_as(
+        &self,
+        gw: &Arc<Gateway>,
+        tool: &ToolEntry,
+        person: Option<(&str, &crate::peruser::Headers)>,
+    ) -> Result<Arc<Session>, UpstreamError> {
         if let Some(why) = &tool.unavailable {
             return Err(UpstreamError::Transport(why.clone()));
         }
-        if let Some(session) = self.lookup(tool) {
+        // A person's session also follows their credential: a replaced one (seen within a
+        // minute, when the cached one is fetched again) replaces the session.
+        let (key, fingerprint) = match person {
+            Some((sub, headers)) => (
+                format!("{}|{sub}", tool.id),
+                format!("{}|{}", tool.fingerprint, headers.digest),
+            ),
+            None => (tool.id.clone(), tool.fingerprint.clone()),
+        };
+        if let Some(session) = self.lookup(&key, &fingerprint) {
             return Ok(session);
         }
         let _creating = self.creating.lock().await;
-        if let Some(session) = self.lookup(tool) {
+        if let Some(session) = self.lookup(&key, &fingerprint) {
             return Ok(session);
         }
+        let own: Vec<(http::HeaderName, http::HeaderValue)> =
+            person.map(|(_, h)| h.headers.clone()).unwrap_or_default();
         let session = Arc::new(match &tool.transport {
             ToolTransport::Http { url, headers, .. } => {
-                Session::Http(HttpSession::new(url.clone(), headers.clone()))
+                let mut headers = headers.clone();
+                headers.extend(own);
+                Session::Http(HttpSession::new(url.clone(), headers))
             }
-            ToolTransport::Rest { adapter } => Session::Rest(rest::RestSession(adapter.clone())),
+            ToolTransport::Rest { adapter } => Session::Rest(rest::RestSession {
+                adapter: adapter.clone(),
+                person: own,
+            }),
+            ToolTransport::Stdio { .. } if person.is_some() => {
+                return Err(UpstreamError::Transport(
+                    "per-user credentials are sent over HTTP; a stdio tool cannot take them".into(),
+                ))
+            }
             ToolTransport::Stdio {
                 command,
                 args,
@@ -181,7 +214,7 @@ impl Pool {
             }
         });
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.insert(tool.id.clone(), (tool.fingerprint.clone(), session.clone()));
+        sessions.insert(key, (fingerprint, session.clone()));
         Ok(session)
     }
 }

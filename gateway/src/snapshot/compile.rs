@@ -381,10 +381,8 @@ fn tool_entry(t: &portcullis_shared::snapshot::SnapTool) -> Result<ToolEntry, St
     let secrets = &t.secret_values.0;
     let mut unavailable = match (t.auth_method, t.credential_type) {
         (AuthMethod::None, _) | (AuthMethod::ApiKey, CredentialType::Shared) => None,
-        (AuthMethod::ApiKey, _) => Some(format!(
-            "tool '{}' uses per-user API keys, which this gateway version cannot provision yet",
-            t.name
-        )),
+        // Each person's own key is fetched when they call (`crate::peruser`).
+        (AuthMethod::ApiKey, _) => None,
         (AuthMethod::OAuth, _) => Some(format!(
             "tool '{}' uses OAuth, which this gateway version cannot inject yet",
             t.name
@@ -476,6 +474,8 @@ fn tool_entry(t: &portcullis_shared::snapshot::SnapTool) -> Result<ToolEntry, St
     Ok(ToolEntry {
         id: t.connection_id.clone(),
         name: t.name.clone(),
+        per_user: (t.auth_method, t.credential_type)
+            == (AuthMethod::ApiKey, CredentialType::PerUser),
         transport,
         catalog: t
             .catalog

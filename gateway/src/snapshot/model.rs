@@ -219,10 +219,7 @@ fn credential(
             }
             _ => Credential::Headers(headers(secrets)?),
         },
-        (AuthMethod::ApiKey, _) => Credential::Unavailable(format!(
-            "model '{}' uses per-user API keys, which this gateway version cannot provision yet",
-            m.name
-        )),
+        (AuthMethod::ApiKey, _) => Credential::PerUser,
         (AuthMethod::OAuth, _) => Credential::Unavailable(format!(
             "model '{}' uses OAuth, which this gateway version cannot inject yet",
             m.name

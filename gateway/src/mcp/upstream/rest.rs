@@ -81,12 +81,13 @@ impl RestAdapter {
         gw: &Gateway,
         method: &str,
         params: Value,
+        person: &[(HeaderName, HeaderValue)],
     ) -> Result<Value, UpstreamError> {
         match method {
             "tools/list" => Ok(json!({
                 "tools": self.installed.operations().map(Operation::listing).collect::<Vec<_>>()
             })),
-            "tools/call" => self.call_tool(gw, &params).await,
+            "tools/call" => self.call_tool(gw, &params, person).await,
             other => Err(UpstreamError::Rpc {
                 code: -32601,
                 message: format!(
@@ -97,7 +98,12 @@ impl RestAdapter {
         }
     }
 
-    async fn call_tool(&self, gw: &Gateway, params: &Value) -> Result<Value, UpstreamError> {
+    async fn call_tool(
+        &self,
+        gw: &Gateway,
+        params: &Value,
+        person: &[(HeaderName, HeaderValue)],
+    ) -> Result<Value, UpstreamError> {
         let name = params["name"].as_str().unwrap_or_default();
         let (Some(op), Some(validator)) = (
             self.installed.operations().find(|o| o.name == name),
@@ -130,7 +136,7 @@ impl RestAdapter {
             .request(method, request.url)
             .timeout(CALL_TIMEOUT)
             .header(http::header::ACCEPT, "application/json");
-        for (name, value) in &self.headers {
+        for (name, value) in self.headers.iter().chain(person) {
             builder = builder.header(name, value);
         }
         if let Some(body) = &request.body {
@@ -168,5 +174,9 @@ fn failed(message: String) -> Value {
     json!({"content": [{"type": "text", "text": message}], "isError": true})
 }
 
-/// A session over a compiled adapter (no handshake: each call is one HTTP request).
-pub struct RestSession(pub Arc<RestAdapter>);
+/// A session over a compiled adapter (no handshake: each call is one HTTP request), with the
+/// person's credential headers on a per-user connection.
+pub struct RestSession {
+    pub adapter: Arc<RestAdapter>,
+    pub person: Vec<(HeaderName, HeaderValue)>,
+}

@@ -1,0 +1,221 @@
+//! Per-user credentials (DESIGN §14): a gateway asks for a person's credential for a
+//! per-user connection (`SyncService/GetCredential`) and gets it, or a fresh one-use link
+//! (ten minutes, bound to the connection and the person) where the person stores one; the
+//! administrator lists who has one and deletes them.
+
+use std::collections::BTreeMap;
+
+use portcullis_shared::api::credentials::*;
+use portcullis_shared::api::workspace::Permission;
+use portcullis_shared::api::{AuthMethod, CredentialType, Empty};
+use portcullis_shared::keys;
+use portcullis_shared::snapshot::{
+    CredentialOwner, GetCredentialRequest, GetCredentialResponse, Secrets,
+};
+
+use super::{unary, views, Access, Ctx, Operation};
+use crate::error::{invalid, not_found, precondition, ApiResult};
+use crate::store::credentials::{self, Owner};
+use crate::store::{models, now_ms, provision, tools, Conn};
+use crate::validate;
+
+/// How long a provision link is valid.
+pub const LINK_TTL_MS: i64 = 10 * 60 * 1000;
+
+pub fn sync_operations() -> Vec<(&'static str, Operation)> {
+    vec![("GetCredential", unary(Access::Deployment, get_credential))]
+}
+
+pub fn operations() -> Vec<(&'static str, Operation)> {
+    vec![
+        (
+            "ListUserCredentials",
+            unary(Access::Platform(Permission::GatewayView), list),
+        ),
+        (
+            "DeleteUserCredential",
+            unary(Access::Platform(Permission::GatewayManage), delete),
+        ),
+    ]
+}
+
+/// A per-user API-key connection: how a person's key becomes the header it sends.
+pub struct PerUser {
+    pub owner: Owner,
+    pub id: String,
+    pub name: String,
+    /// A model's provider (its API-key header); `None` for a tool (`Authorization: Bearer`,
+    /// or the header `auth_config.header` names).
+    provider: Option<String>,
+    header: Option<String>,
+}
+
+impl PerUser {
+    /// The stored values for a key a person entered.
+    pub fn secret(&self, key: &str) -> Result<BTreeMap<String, String>, String> {
+        let (name, value) = match (&self.provider, &self.header) {
+            (Some(provider), _) => portcullis_shared::provider::api_key_secret(provider, key)?,
+            (None, Some(header)) => (header.clone(), key.to_string()),
+            (None, None) => ("Authorization".to_string(), format!("Bearer {key}")),
+        };
+        Ok([(name, value)].into())
+    }
+}
+
+/// The connection, which must take per-user API keys.
+pub async fn per_user(conn: &mut Conn, ws: &str, owner: Owner, id: &str) -> ApiResult<PerUser> {
+    let id = validate::id("connection_id", id)?;
+    let (name, method, ctype, provider, header) = match owner {
+        Owner::Model => {
+            let m = models::get(conn, ws, &id)
+                .await?
+                .ok_or_else(|| not_found("model", &id))?;
+            (
+                m.name,
+                m.auth_method,
+                m.credential_type,
+                Some(m.provider),
+                None,
+            )
+        }
+        _ => {
+            let t = tools::get(conn, ws, &id)
+                .await?
+                .ok_or_else(|| not_found("tool connection", &id))?;
+            let config: serde_json::Value =
+                serde_json::from_str(&t.auth_config).unwrap_or_default();
+            let header = config["header"].as_str().map(str::to_string);
+            (t.name, t.auth_method, t.credential_type, None, header)
+        }
+    };
+    if ctype != CredentialType::PerUser.as_str() {
+        return Err(precondition(format!(
+            "'{name}' does not use per-user credentials"
+        )));
+    }
+    if method != AuthMethod::ApiKey.as_str() {
+        return Err(precondition(format!(
+            "'{name}' uses per-user OAuth, which needs the person's consent at the provider; this \
+             control plane stores per-user API keys only"
+        )));
+    }
+    Ok(PerUser {
+        owner,
+        id,
+        name,
+        provider,
+        header,
+    })
+}
+
+/// A fresh one-use link for `subject` to store their credential for the connection.
+pub async fn mint_link(
+    ctx: &Ctx,
+    ws: &str,
+    c: &PerUser,
+    subject: &str,
+) -> ApiResult<(String, String)> {
+    let token = link_token();
+    let expires_at = now_ms() + LINK_TTL_MS;
+    let mut tx = ctx.store().write_unscoped().await?;
+    provision::insert(
+        tx.conn(),
+        &provision::ProvisionRow {
+            token_hash: keys::hash(&token),
+            workspace_id: ws.to_string(),
+            owner_kind: c.owner.as_str().to_string(),
+            owner_id: c.id.clone(),
+            subject: subject.to_string(),
+            expires_at,
+            used_at: None,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok((
+        format!("{}/provision/{token}", ctx.app.base_url),
+        views::ts(expires_at),
+    ))
+}
+
+/// 43 random base62 characters (256 bits) from the operating system.
+fn link_token() -> String {
+    use rand::distributions::{Alphanumeric, DistString};
+    Alphanumeric.sample_string(&mut rand::rngs::OsRng, 43)
+}
+
+fn owner_of(o: CredentialOwner) -> Owner {
+    match o {
+        CredentialOwner::Tool => Owner::Tool,
+        CredentialOwner::Model => Owner::Model,
+    }
+}
+
+async fn get_credential(ctx: Ctx, req: GetCredentialRequest) -> ApiResult<GetCredentialResponse> {
+    let ws = ctx.workspace_id().to_string();
+    if req.subject.is_empty() || req.subject.len() > 256 {
+        return Err(invalid(
+            "subject must be the person's verified act-as sub (1–256 characters)",
+        ));
+    }
+    let owner = owner_of(req.owner);
+    let mut conn = ctx.store().read().await?;
+    let c = per_user(&mut conn, &ws, owner, &req.connection_id).await?;
+    let stored =
+        credentials::open(&mut conn, ctx.store().cipher(), owner, &c.id, &req.subject).await?;
+    drop(conn);
+    if let Some(values) = stored {
+        return Ok(GetCredentialResponse {
+            secret_values: Some(Secrets(values)),
+            connection_name: c.name,
+            provision_url: None,
+            expires_at: None,
+        });
+    }
+    let (url, expires_at) = mint_link(&ctx, &ws, &c, &req.subject).await?;
+    Ok(GetCredentialResponse {
+        secret_values: None,
+        connection_name: c.name,
+        provision_url: Some(url),
+        expires_at: Some(expires_at),
+    })
+}
+
+/// A connection id names a tool or a model.
+async fn either(conn: &mut Conn, ws: &str, id: &str) -> ApiResult<PerUser> {
+    let id = validate::id("connection_id", id)?;
+    let owner = if tools::get(conn, ws, &id).await?.is_some() {
+        Owner::Tool
+    } else {
+        Owner::Model
+    };
+    per_user(conn, ws, owner, &id).await
+}
+
+async fn list(ctx: Ctx, req: UserCredentialsRequest) -> ApiResult<ListUserCredentialsResponse> {
+    let mut conn = ctx.store().read().await?;
+    let c = either(&mut conn, ctx.workspace_id(), &req.connection_id).await?;
+    let credentials = credentials::subjects(&mut conn, c.owner, &c.id)
+        .await?
+        .into_iter()
+        .map(|(subject, at)| UserCredential {
+            subject,
+            updated_at: views::ts(at),
+        })
+        .collect();
+    Ok(ListUserCredentialsResponse { credentials })
+}
+
+async fn delete(ctx: Ctx, req: DeleteUserCredentialRequest) -> ApiResult<Empty> {
+    let ws = ctx.workspace_id().to_string();
+    let mut tx = ctx.store().write(&ws).await?;
+    let c = either(tx.conn(), &ws, &req.connection_id).await?;
+    if !credentials::delete_subject(tx.conn(), c.owner, &c.id, &req.subject).await? {
+        return Err(not_found(
+            "credential of subject",
+            &validate::clip(&req.subject),
+        ));
+    }
+    tx.commit().await?;
+    Ok(Empty {})
+}

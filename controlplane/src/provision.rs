@@ -1,0 +1,201 @@
+//! The page a person opens from a `provision_url` (DESIGN §14): `GET /provision/{token}`
+//! shows a form for their API key of one per-user connection; `POST` stores it sealed for
+//! that person and uses the link up. A link works once, for ten minutes; the key is never
+//! shown back, logged or audited.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use portcullis_shared::audit::{types, ResourceRef};
+use portcullis_shared::keys;
+
+use crate::api::peruser::{self, PerUser};
+use crate::error::ApiResult;
+use crate::store::credentials::{self, Owner};
+use crate::store::{now_ms, provision};
+use crate::App;
+
+/// Longest key accepted.
+const MAX_KEY_BYTES: usize = 16 * 1024;
+
+pub fn routes() -> Router<Arc<App>> {
+    Router::new().route("/provision/{token}", get(show).post(save))
+}
+
+/// Why a link cannot be used, as the person reads it.
+enum Refusal {
+    Unknown,
+    Used,
+    Expired,
+}
+
+impl Refusal {
+    fn page(self) -> Response {
+        let (status, text) = match self {
+            Refusal::Unknown => (StatusCode::NOT_FOUND, "This link is not one this service gave out."),
+            Refusal::Used => (StatusCode::GONE, "This link was already used. If your agent still asks for a credential, use the new link it gives you."),
+            Refusal::Expired => (StatusCode::GONE, "This link has expired (links last ten minutes). Ask your agent again for a new one."),
+        };
+        page(status, "Link not usable", &format!("<p>{text}</p>"))
+    }
+}
+
+/// The link's row and connection, or why it cannot be used.
+async fn open(
+    app: &App,
+    token: &str,
+) -> ApiResult<Result<(provision::ProvisionRow, PerUser), Refusal>> {
+    let mut conn = app.store.read().await?;
+    let Some(row) = provision::get(&mut conn, &keys::hash(token)).await? else {
+        return Ok(Err(Refusal::Unknown));
+    };
+    if row.used_at.is_some() {
+        return Ok(Err(Refusal::Used));
+    }
+    if row.expires_at <= now_ms() {
+        return Ok(Err(Refusal::Expired));
+    }
+    let owner = Owner::parse(&row.owner_kind).unwrap_or(Owner::Tool);
+    let c = peruser::per_user(&mut conn, &row.workspace_id, owner, &row.owner_id).await?;
+    Ok(Ok((row, c)))
+}
+
+async fn show(State(app): State<Arc<App>>, Path(token): Path<String>) -> Response {
+    match open(&app, &token).await {
+        Ok(Ok((row, c))) => {
+            let what = if c.owner == Owner::Model {
+                "model"
+            } else {
+                "tool"
+            };
+            let body = format!(
+                "<p>Your agent needs your own API key for the {what} <b>{}</b> to act for you \
+                 (<code>{}</code>). It is stored encrypted, used only for your calls, and never \
+                 shown again.</p>\
+                 <form method=\"post\"><label>API key <input type=\"password\" name=\"api_key\" \
+                 autocomplete=\"off\" required></label> <button type=\"submit\">Save</button></form>",
+                escape(&c.name),
+                escape(&row.subject)
+            );
+            page(StatusCode::OK, "Provide your credential", &body)
+        }
+        Ok(Err(refusal)) => refusal.page(),
+        Err(e) => failure(&e),
+    }
+}
+
+async fn save(State(app): State<Arc<App>>, Path(token): Path<String>, body: Bytes) -> Response {
+    let key = url::form_urlencoded::parse(&body)
+        .find(|(k, _)| k == "api_key")
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default();
+    if key.is_empty() || key.len() > MAX_KEY_BYTES || key.chars().any(char::is_control) {
+        let text = "<p>Enter the API key (up to 16 KiB, without control characters).</p>";
+        return page(StatusCode::BAD_REQUEST, "No usable key", text);
+    }
+    match store(&app, &token, &key).await {
+        Ok(Ok(name)) => page(
+            StatusCode::OK,
+            "Saved",
+            &format!(
+                "<p>Your key for <b>{}</b> is stored. Go back to your agent and try again.</p>",
+                escape(&name)
+            ),
+        ),
+        Ok(Err(refusal)) => refusal.page(),
+        Err(e) => failure(&e),
+    }
+}
+
+/// Uses the link up and stores the key, in one transaction; the connection's name.
+async fn store(app: &App, token: &str, key: &str) -> ApiResult<Result<String, Refusal>> {
+    let (row, c) = match open(app, token).await? {
+        Ok(found) => found,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let values = c.secret(key).map_err(crate::error::invalid)?;
+    let mut tx = app.store.write(&row.workspace_id).await?;
+    if !provision::take(tx.conn(), &row.token_hash, now_ms()).await? {
+        return Ok(Err(Refusal::Used));
+    }
+    credentials::put(
+        tx.conn(),
+        app.store.cipher(),
+        &row.workspace_id,
+        c.owner,
+        &c.id,
+        &row.subject,
+        &values,
+    )
+    .await?;
+    tx.commit().await?;
+    let kind = if c.owner == Owner::Model {
+        "model"
+    } else {
+        "tool"
+    };
+    let resource = ResourceRef {
+        kind: kind.into(),
+        id: c.id.clone(),
+        name: c.name.clone(),
+        ..Default::default()
+    };
+    let payload = serde_json::json!({"connection_id": c.id, "connection_name": c.name, "subject": row.subject});
+    let event = crate::audit::person_event(
+        &row.workspace_id,
+        &row.subject,
+        types::CREDENTIAL_PROVISIONED,
+        resource,
+        payload,
+    );
+    if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {
+        tracing::error!(error = %e, "Could not record the provisioning's audit event.");
+    }
+    tracing::info!(connection_id = %c.id, "A person stored their credential.");
+    Ok(Ok(c.name))
+}
+
+fn failure(e: &crate::error::ApiError) -> Response {
+    if e.is_internal() {
+        tracing::error!(error = %e, "Provision page failed.");
+    }
+    let status = StatusCode::from_u16(e.to_connect("").code.http_status())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    page(
+        status,
+        "Not available",
+        &format!("<p>{}</p>", escape(&e.to_string())),
+    )
+}
+
+/// A small self-contained page: never cached, never framed, never sending the link on.
+fn page(status: StatusCode, title: &str, body: &str) -> Response {
+    let html = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title} · Portcullis</title>\
+         <meta name=\"viewport\" content=\"width=device-width\"></head>\
+         <body style=\"font-family:sans-serif;max-width:36em;margin:3em auto\"><h1>{title}</h1>{body}</body></html>"
+    );
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"),
+        ],
+        html,
+    )
+        .into_response()
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

@@ -1,0 +1,166 @@
+//! Per-user credentials (DESIGN §14): the header values a person's own key becomes, asked of
+//! the control plane (`SyncService/GetCredential`) when a call needs them and kept in memory
+//! only, for at most [`TTL`], so a credential revoked or replaced there stops being used
+//! within that bound. A person without one gets a one-use link to provide it; that answer is
+//! never cached.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{HeaderName, HeaderValue};
+use portcullis_shared::snapshot::{CredentialOwner, GetCredentialRequest, GetCredentialResponse};
+
+use crate::error::GatewayError;
+use crate::request::RequestCtx;
+use crate::Gateway;
+
+/// Longest a fetched credential is used before it is asked for again: under the 60 s bound
+/// by the time a call in flight may take to fetch and use it.
+pub const TTL: Duration = Duration::from_secs(55);
+
+/// A person's credential: the headers it sends, and a digest of them that says whether two
+/// fetches returned the same credential.
+#[derive(Debug)]
+pub struct Credential {
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub digest: String,
+}
+
+pub type Headers = Arc<Credential>;
+
+/// What a person has not provided yet, and where to provide it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    pub connection_name: String,
+    pub provision_url: String,
+    pub expires_at: String,
+}
+
+/// Fetched credentials by (connection id, subject).
+#[derive(Default)]
+pub struct Credentials {
+    cache: Mutex<HashMap<(String, String), (Instant, Headers)>>,
+}
+
+impl Credentials {
+    fn cached(&self, key: &(String, String)) -> Option<Headers> {
+        let map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key)
+            .filter(|(at, _)| at.elapsed() < TTL)
+            .map(|(_, h)| h.clone())
+    }
+
+    fn keep(&self, key: (String, String), headers: Headers) {
+        let mut map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, (at, _)| at.elapsed() < TTL);
+        map.insert(key, (Instant::now(), headers));
+    }
+
+    /// The person's headers for the connection, or where to provide them.
+    pub async fn lookup(
+        &self,
+        gw: &Gateway,
+        owner: CredentialOwner,
+        connection_id: &str,
+        subject: &str,
+    ) -> Result<Result<Headers, Missing>, GatewayError> {
+        let key = (connection_id.to_string(), subject.to_string());
+        if let Some(headers) = self.cached(&key) {
+            return Ok(Ok(headers));
+        }
+        let answer = fetch(gw, owner, connection_id, subject).await?;
+        match (answer.secret_values, answer.provision_url) {
+            (Some(values), _) => {
+                let text: Vec<String> = values.0.iter().map(|(k, v)| format!("{k}\n{v}")).collect();
+                let headers = Arc::new(Credential {
+                    headers: headers(&values.0)?,
+                    digest: portcullis_shared::keys::hash(&text.join("\n")),
+                });
+                self.keep(key, headers.clone());
+                Ok(Ok(headers))
+            }
+            (None, Some(provision_url)) => Ok(Err(Missing {
+                connection_name: answer.connection_name,
+                provision_url,
+                expires_at: answer.expires_at.unwrap_or_default(),
+            })),
+            (None, None) => Err(GatewayError::Internal(
+                "the control plane sent neither a credential nor a link".into(),
+            )),
+        }
+    }
+}
+
+/// The verified person a per-user call is for; refused without one.
+pub fn subject<'r>(rc: &'r RequestCtx<'_>, connection: &str) -> Result<&'r str, GatewayError> {
+    let a = &rc.context.typed().act_as;
+    if a.present && a.verified && !a.sub.is_empty() {
+        return Ok(&a.sub);
+    }
+    Err(GatewayError::ActAsRefused {
+        code: "actas_required",
+        message: format!(
+            "'{connection}' uses each person's own credential: the call must act for a verified person"
+        ),
+    })
+}
+
+fn headers(
+    values: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<(HeaderName, HeaderValue)>, GatewayError> {
+    values
+        .iter()
+        .map(|(k, v)| {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| GatewayError::Internal(format!("{k:?} is not a header name")))?;
+            let mut value = HeaderValue::from_str(v).map_err(|_| {
+                GatewayError::Internal(format!("the value of {k} is not a header value"))
+            })?;
+            value.set_sensitive(true);
+            Ok((name, value))
+        })
+        .collect()
+}
+
+async fn fetch(
+    gw: &Gateway,
+    owner: CredentialOwner,
+    connection_id: &str,
+    subject: &str,
+) -> Result<GetCredentialResponse, GatewayError> {
+    let url = format!(
+        "{}/svc.sync.v1.SyncService/GetCredential",
+        gw.config.control_plane_url.trim_end_matches('/')
+    );
+    let body = GetCredentialRequest {
+        workspace_id: None,
+        owner,
+        connection_id: connection_id.to_string(),
+        subject: subject.to_string(),
+    };
+    let unavailable = |why: String| {
+        GatewayError::Upstream(format!(
+            "the person's credential could not be fetched: {why}"
+        ))
+    };
+    let response = gw
+        .http()
+        .post(url)
+        .bearer_auth(&gw.config.token)
+        .json(&body)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|_| unavailable("the control plane is unreachable".into()))?;
+    if !response.status().is_success() {
+        return Err(unavailable(format!(
+            "the control plane answered {}",
+            response.status()
+        )));
+    }
+    response
+        .json()
+        .await
+        .map_err(|e| unavailable(format!("unreadable answer: {e}")))
+}

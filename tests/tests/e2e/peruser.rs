@@ -1,0 +1,303 @@
+//! Per-user API keys end to end: a person without a credential gets `auth_required` in
+//! `tools/list` and a `credential_required` refusal with a working `provision_url`; after they
+//! enter their key on that page their calls succeed with it, another person is still refused,
+//! a link works once; a deleted credential stops being used within the gateway's 60 s bound;
+//! and a per-user model answers the OpenAI SDK with 401 and the link, then succeeds.
+
+use std::time::{Duration, Instant};
+
+use portcullis_client::{AgentClient, GatewayErrorKind};
+use portcullis_tests::act_as::hmac_header;
+use portcullis_tests::controlplane::MGMT;
+use portcullis_tests::fake_mcp::FakeMcp;
+use portcullis_tests::{python, Backend, ControlPlane, FakeLlm, GatewayProcess};
+use serde_json::{json, Value};
+
+const SECRET: &str = "0123456789abcdef-peruser-hmac";
+const U1_KEY: &str = "u1-own-upstream-key-7f3a";
+
+struct Setup {
+    cp: ControlPlane,
+    gw: GatewayProcess,
+    key: String,
+    tool_id: String,
+}
+
+async fn setup(fake_url: &str) -> Setup {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let tool = cp
+        .ok(
+            MGMT,
+            "CreateMCPServerConnection",
+            cp.body(
+                json!({"name": "pu", "protocol": "streamable-http", "auth_method": "api-key",
+                "credential_type": "per-user", "protocol_config": {"url": fake_url}}),
+            ),
+        )
+        .await;
+    let tool_id = tool["connection_id"].as_str().unwrap().to_string();
+    cp.ok(
+        MGMT,
+        "AddGatewayToolSource",
+        cp.body(json!({"gateway_id": cp.default_gateway_id, "connection_id": tool_id})),
+    )
+    .await;
+    let key = crate::world::register_bot(
+        &cp,
+        json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
+            "allowed_tools": ["pu/whoami"], "actas_method": "hmac", "actas_hmac_secret": SECRET,
+            "actas_allowed_subjects": ["u1", "u2"]}),
+    )
+    .await;
+    let gw = GatewayProcess::start(&cp).await;
+    Setup {
+        cp,
+        gw,
+        key,
+        tool_id,
+    }
+}
+
+impl Setup {
+    /// One JSON-RPC call to the gateway's MCP endpoint as `sub`.
+    async fn rpc(&self, sub: &str, method: &str, params: Value) -> Value {
+        let url = format!("{}/mcp", self.gw.gateway_url(&self.cp.default_gateway_id));
+        let r = reqwest::Client::new()
+            .post(url)
+            .bearer_auth(&self.key)
+            .header("x-svc-act-as", hmac_header(sub, SECRET))
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        r.json().await.unwrap()
+    }
+
+    async fn call(&self, sub: &str) -> Value {
+        self.rpc(
+            sub,
+            "tools/call",
+            json!({"name": "pu/whoami", "arguments": {}}),
+        )
+        .await
+    }
+}
+
+fn link(refusal: &Value) -> String {
+    assert_eq!(refusal["error"]["code"], -32001, "{refusal}");
+    let data = &refusal["error"]["data"];
+    assert_eq!(data["reason_code"], "credential_required", "{refusal}");
+    assert_eq!(data["connection_name"], "pu");
+    assert!(data["expires_at"].as_str().is_some_and(|t| !t.is_empty()));
+    data["provision_url"].as_str().unwrap().to_string()
+}
+
+async fn provide(url: &str, key: &str) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .form(&[("api_key", key)])
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_user_tool_provisioned_then_revoked() {
+    let fake = FakeMcp::start(U1_KEY, false).await;
+    let s = setup(&fake.url()).await;
+
+    // No credential yet: the list advises, the call refuses with a link.
+    let listed = s.rpc("u1", "tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"], json!([]), "{listed}");
+    let advice = &listed["result"]["_meta"]["auth_required"][0];
+    assert_eq!(advice["connection_name"], "pu", "{listed}");
+    assert!(advice["provision_url"]
+        .as_str()
+        .unwrap()
+        .contains("/provision/"));
+    let url = link(&s.call("u1").await);
+
+    // The page, as a browser sees it; the key stored once.
+    let page = reqwest::get(&url).await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert_eq!(page.headers()["cache-control"], "no-store");
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("name=\"api_key\"") && html.contains("pu"),
+        "{html}"
+    );
+    let (status, html) = provide(&url, U1_KEY).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(!html.contains(U1_KEY));
+    let (status, _) = provide(&url, "another").await;
+    assert_eq!(status, 410, "a link works once");
+    let expired = link(&s.call("u2").await);
+    let _ = s
+        .cp
+        .db_strings("UPDATE provision_tokens SET expires_at = 0 WHERE used_at IS NULL AND token_hash <> $1 RETURNING token_hash", "")
+        .await;
+    assert_eq!(
+        provide(&expired, U1_KEY).await.0,
+        410,
+        "an expired link is refused"
+    );
+
+    // u1's calls now carry u1's key (the first list records the operations in the catalog).
+    let mut answer = Value::Null;
+    for _ in 0..100 {
+        s.rpc("u1", "tools/list", json!({})).await;
+        answer = s.call("u1").await;
+        if answer.get("result").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seen = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"));
+    assert!(seen.contains(&format!("Bearer {U1_KEY}")), "{seen}");
+    let listed = s.rpc("u1", "tools/list", json!({})).await;
+    assert_eq!(
+        listed["result"]["tools"][0]["name"], "pu/whoami",
+        "{listed}"
+    );
+    assert!(listed["result"]["_meta"].is_null());
+    link(&s.call("u2").await);
+
+    // Stored sealed, never logged.
+    assert!(
+        !s.cp.dump_store().await.contains(U1_KEY),
+        "the key is stored sealed"
+    );
+    assert!(!s.cp.logs().contains(U1_KEY) && !s.gw.logs().contains(U1_KEY));
+
+    // Audited without the key; counted in /metrics.
+    let events =
+        s.cp.ok(
+            "svc.audit.v1.AuditService",
+            "QueryEvents",
+            s.cp.body(json!({"event_types": ["credential.provisioned"]})),
+        )
+        .await;
+    let e = &events["events"][0];
+    assert_eq!(
+        (e["actor"]["kind"].as_str(), e["actor"]["id"].as_str()),
+        (Some("ACTOR_KIND_USER"), Some("u1"))
+    );
+    assert!(!events.to_string().contains(U1_KEY));
+    let metrics = reqwest::get(format!("{}/metrics", s.gw.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let count: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("portcullis_gateway_credential_required_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(count >= 3, "{metrics}");
+
+    // Deleted at the control plane: the gateway stops using it within 60 s.
+    let listed =
+        s.cp.ok(
+            MGMT,
+            "ListUserCredentials",
+            s.cp.body(json!({"connection_id": s.tool_id})),
+        )
+        .await;
+    assert_eq!(listed["credentials"][0]["subject"], "u1");
+    s.cp.ok(
+        MGMT,
+        "DeleteUserCredential",
+        s.cp.body(json!({"connection_id": s.tool_id, "subject": "u1"})),
+    )
+    .await;
+    let deleted = Instant::now();
+    loop {
+        if s.call("u1").await.get("error").is_some() {
+            break;
+        }
+        assert!(
+            deleted.elapsed() < Duration::from_secs(61),
+            "still used after 61 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    println!(
+        "a deleted per-user credential stopped being used after {:?}",
+        deleted.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_user_model_through_the_openai_sdk() {
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let fake = FakeLlm::openai().start().await;
+    let model = cp
+        .ok(
+            MGMT,
+            "CreateLLMModelConnection",
+            cp.body(json!({"name": "mine", "provider": "openai_compatible", "auth_method": "api-key",
+                "credential_type": "per-user",
+                "provider_config": {"model": "gpt-4o-mini-2024-07-18", "base_url": fake.base_url()}})),
+        )
+        .await;
+    cp.ok(
+        MGMT,
+        "AddGatewayModel",
+        cp.body(
+            json!({"gateway_id": cp.default_gateway_id, "connection_id": model["connection_id"]}),
+        ),
+    )
+    .await;
+    let key = crate::world::register_bot(
+        &cp,
+        json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
+            "allowed_direct_model_names": ["mine"], "actas_method": "hmac",
+            "actas_hmac_secret": SECRET, "actas_allowed_subjects": ["u1"]}),
+    )
+    .await;
+    let gw = GatewayProcess::start(&cp).await;
+    let base = format!("{}/v1", gw.gateway_url(&cp.default_gateway_id));
+    let headers = json!({"x-svc-act-as": hmac_header("u1", SECRET)}).to_string();
+    let env = [("PORTCULLIS_HEADERS", headers.as_str())];
+    let out = python::run_with_env("openai_chat.py", &[&base, &key, "mine", "plain"], &env).await;
+    assert_eq!(out["error"]["status"], 401, "{out}");
+    let body = &out["error"]["body"];
+    assert_eq!(body["type"], "credential_required", "{out}");
+    assert_eq!(body["connection_name"], "mine");
+    let url = body["provision_url"].as_str().unwrap();
+    // The Rust SDK reads the same refusal as its class, with the link.
+    let client = AgentClient::new(&gw.gateway_url(&cp.default_gateway_id), &key)
+        .unwrap()
+        .with_act_as(&hmac_header("u1", SECRET));
+    let chat = json!({"model": "mine", "messages": [{"role": "user", "content": "hi"}]});
+    let err = client.chat_completions(&chat).await.unwrap_err();
+    match &err.gateway().unwrap().kind {
+        GatewayErrorKind::CredentialRequired {
+            connection_name,
+            provision_url,
+            expires_at,
+        } => {
+            assert_eq!(connection_name, "mine");
+            assert!(provision_url.contains("/provision/") && !expires_at.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err.status_code(), Some(401));
+    assert_eq!(provide(url, "sk-u1-model-key").await.0, 200);
+    let out = python::run_with_env("openai_chat.py", &[&base, &key, "mine", "plain"], &env).await;
+    assert!(out.get("error").is_none(), "{out}");
+    let sent = fake.requests();
+    let auth = sent.last().unwrap().headers["authorization"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        auth, "Bearer sk-u1-model-key",
+        "the person's own key went upstream"
+    );
+}
