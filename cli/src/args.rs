@@ -124,6 +124,9 @@ pub enum Command {
         /// bash | zsh | fish | elvish | powershell
         shell: clap_complete::Shell,
     },
+    /// People's own credentials on per-user tools and models (values are never shown).
+    #[command(subcommand)]
+    Credential(CredentialCmd),
     /// Who the platform key is.
     Identity,
     /// The workspaces the key can see.
@@ -131,6 +134,27 @@ pub enum Command {
     /// The workspace's settings.
     #[command(subcommand)]
     Workspace(WorkspaceCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CredentialCmd {
+    /// Who has stored a credential on a per-user tool or model.
+    ///
+    /// Example: portcullis credential list github
+    List {
+        /// The tool or model (name or id).
+        connection: String,
+    },
+    /// Delete one person's credential: gateways stop using it within a minute, and the
+    /// person's next call asks them for a new one.
+    ///
+    /// Example: portcullis credential delete github 00u-zoe
+    Delete {
+        /// The tool or model (name or id).
+        connection: String,
+        /// The person's act-as `sub`.
+        subject: String,
+    },
 }
 
 #[cfg(test)]

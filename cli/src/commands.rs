@@ -38,6 +38,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
         Command::Quota(c) => quotas::run(ctx, c).await,
         Command::Webhook(c) => webhooks::run(ctx, c).await,
         Command::Status => status::run(ctx).await,
+        Command::Credential(c) => credential(ctx, c).await,
         Command::Identity => admin::identity(ctx).await,
         Command::Workspaces => admin::workspaces(ctx).await,
         Command::Workspace(c) => actas::workspace(ctx, c).await,
@@ -46,6 +47,43 @@ pub async fn run(ctx: &Ctx, command: Command) -> anyhow::Result<()> {
             anyhow::bail!("this command runs without a control-plane connection")
         }
     }
+}
+
+/// `portcullis credential …`: the connection is a tool or a model, by name or id.
+async fn credential(ctx: &Ctx, cmd: crate::args::CredentialCmd) -> anyhow::Result<()> {
+    use crate::args::CredentialCmd;
+    use crate::ctx::Kind;
+    let resolve = |name: String| async move {
+        match ctx.resolve(Kind::Tool, &name).await {
+            Ok(id) => Ok(id),
+            Err(_) => ctx.resolve(Kind::Model, &name).await,
+        }
+    };
+    match cmd {
+        CredentialCmd::List { connection } => {
+            let body = serde_json::json!({"connection_id": resolve(connection).await?});
+            let reply = ctx.mgmt("ListUserCredentials", body).await?;
+            output::list(
+                ctx.json,
+                &reply,
+                "credentials",
+                &["/subject", "/updated_at"],
+            );
+        }
+        CredentialCmd::Delete {
+            connection,
+            subject,
+        } => {
+            let body = serde_json::json!({"connection_id": resolve(connection.clone()).await?, "subject": subject});
+            let reply = ctx.mgmt("DeleteUserCredential", body).await?;
+            done(
+                ctx,
+                &reply,
+                &format!("Deleted {subject}'s credential on {connection}."),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Prints a JSON reply with `--json`, otherwise a one-line confirmation.

@@ -91,6 +91,8 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("CreatePlatformKey", "platform-key create"),
     ("ListPlatformKeys", "platform-key list"),
     ("RevokePlatformKey", "platform-key revoke"),
+    ("ListUserCredentials", "credential list"),
+    ("DeleteUserCredential", "credential delete"),
     ("GetIdentity", "identity"),
     ("ListWorkspaces", "workspaces"),
     ("UpdateWorkspace", "workspace update"),

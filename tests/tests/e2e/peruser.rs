@@ -209,12 +209,14 @@ async fn per_user_tool_provisioned_then_revoked() {
         )
         .await;
     assert_eq!(listed["credentials"][0]["subject"], "u1");
-    s.cp.ok(
-        MGMT,
-        "DeleteUserCredential",
-        s.cp.body(json!({"connection_id": s.tool_id, "subject": "u1"})),
-    )
-    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) =
+        crate::cli::as_admin(&s.cp, dir.path(), vec!["credential", "list", "pu"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("u1") && !out.contains(U1_KEY), "{out}");
+    let (code, out, err) =
+        crate::cli::as_admin(&s.cp, dir.path(), vec!["credential", "delete", "pu", "u1"]).await;
+    assert_eq!(code, 0, "{out}{err}");
     let deleted = Instant::now();
     loop {
         if s.call("u1").await.get("error").is_some() {
