@@ -69,48 +69,95 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the control plane and one gateway in this process (SQLite in the data dir).
+    #[command(
+        after_help = "Examples:\n  portcullis up\n  portcullis up --data-dir /var/lib/portcullis"
+    )]
     Up(UpArgs),
     /// Model connections.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis model add gpt --provider openai --model gpt-4o-mini --api-key sk-… --gateway default\n  portcullis model update gpt --attr tier=gold\n  portcullis model list --json"
+    )]
     Model(ModelCmd),
     /// Model pools.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis pool create chat --strategy priority --member gpt:1:0 --member claude:1:1\n  portcullis pool member-add chat mistral"
+    )]
     Pool(PoolCmd),
     /// Gateways, their members and access grants.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis gateway create edge\n  portcullis gateway model-add edge gpt\n  portcullis gateway quota set edge --limit 250"
+    )]
     Gateway(GatewayCmd),
     /// MCP tool connections and their catalog.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis tool add docs --url https://mcp.example.com/mcp --secret api_key=… --header X-Api-Key=secret:api_key --gateway default\n  portcullis tool block docs delete_page --message read-only\n  portcullis tool install github-issues github --api-key ghp_… --gateway default"
+    )]
     Tool(ToolCmd),
     /// Agents.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis agent register support-bot --gateway default --model gpt --tool docs/search\n  portcullis agent suspend support-bot --reason incident\n  portcullis agent reach --json"
+    )]
     Agent(AgentCmd),
     /// Agent API keys.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis key create support-bot prod\n  portcullis key rotate support-bot prod"
+    )]
     Key(KeyCmd),
     /// Act-as verification providers: trusted OpenID issuers and shared HMAC secrets.
-    #[command(subcommand, name = "actas-provider")]
+    #[command(
+        subcommand,
+        name = "actas-provider",
+        after_help = "Examples:\n  portcullis actas-provider create okta --method oidc --issuer https://example.okta.com --audience portcullis"
+    )]
     ActAsProvider(ActAsProviderCmd),
     /// Cedar rule bundles.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis rules deploy --file policies/no-weekends.cedar\n  portcullis rules list"
+    )]
     Rules(RulesCmd),
     /// Guards: what gateways block or redact in model and tool traffic.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis guard create no-ssn --stage llm_output --pii-type us_ssn --action redact\n  portcullis guard test no-ssn --sample 123-45-6789"
+    )]
     Guard(GuardCmd),
     /// Gateway deployments (the tokens gateways sync with).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis deployment create eu-1 --public-url https://gw.example.com"
+    )]
     Deployment(DeploymentCmd),
     /// Platform keys (admin access to this API).
-    #[command(subcommand, name = "platform-key")]
+    #[command(
+        subcommand,
+        name = "platform-key",
+        after_help = "Examples:\n  portcullis platform-key create ci --role operator"
+    )]
     PlatformKey(PlatformKeyCmd),
     /// LLM spend quotas.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis quota create --subject workspace --limit 1000\n  portcullis quota create --subject agent --agent support-bot --limit 25 --window daily"
+    )]
     Quota(QuotaCmd),
     /// Audit events: query, get, tail.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis audit query --since 24h --type tool.call\n  portcullis audit tail --type model.call"
+    )]
     Audit(AuditCmd),
     /// Webhooks: subscriptions, destinations, deliveries.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis webhook subscription create ops --endpoint https://hooks.example.com/portcullis --event-type quota.threshold\n  portcullis webhook delivery replay-failed --since 24h"
+    )]
     Webhook(WebhookCmd),
     /// One screen about the workspace: the key, what is configured, agents by status,
     /// quotas, and when each gateway deployment last synced.
@@ -125,14 +172,20 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
     /// People's own credentials on per-user tools and models (values are never shown).
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis credential list github"
+    )]
     Credential(CredentialCmd),
     /// Who the platform key is.
     Identity,
     /// The workspaces the key can see.
     Workspaces,
     /// The workspace's settings.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  portcullis workspace update --actas-min-method hmac"
+    )]
     Workspace(WorkspaceCmd),
 }
 

@@ -152,6 +152,43 @@ mod tests {
         }
     }
 
+    /// Every command group shows examples in its `--help`, and every example parses.
+    #[test]
+    fn every_command_group_has_examples_that_parse() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        for group in cli.get_subcommands() {
+            let name = group.get_name();
+            if matches!(name, "help" | "identity" | "workspaces") {
+                continue;
+            }
+            let text = group
+                .get_after_help()
+                .or_else(|| group.get_long_about())
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let examples: Vec<&str> = text
+                .lines()
+                .filter_map(|l| {
+                    l.trim()
+                        .strip_prefix("Example: ")
+                        .or_else(|| l.strip_prefix("  "))
+                })
+                .filter(|l| l.starts_with("portcullis "))
+                .collect();
+            assert!(
+                !examples.is_empty(),
+                "`portcullis {name} --help` shows no example"
+            );
+            for example in examples {
+                let argv: Vec<&str> = example.split(' ').take_while(|w| *w != ">").collect();
+                if let Err(e) = Cli::try_parse_from(&argv) {
+                    panic!("the example `{example}` does not parse: {e}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn every_listed_subcommand_exists() {
         for (op, words) in COMMANDS {
