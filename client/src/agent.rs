@@ -204,7 +204,14 @@ impl AgentClient {
         }
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
-        loop {
+        let mut advised = false;
+        for pages in 1.. {
+            if pages > 100 {
+                return Err(self.decode(
+                    "tools/list",
+                    serde::de::Error::custom("the list did not end after 100 pages"),
+                ));
+            }
             let params = cursor
                 .as_ref()
                 .map_or_else(|| json!({}), |c| json!({"cursor": c}));
@@ -212,13 +219,17 @@ impl AgentClient {
             let listed: Vec<McpTool> = serde_json::from_value(page["tools"].clone())
                 .map_err(|e| self.decode("tools/list", e))?;
             tools.extend(listed);
+            // A list that asks for credentials is not kept: the next one may not need to.
+            advised |= page["_meta"].get("auth_required").is_some();
             cursor = page["nextCursor"].as_str().map(str::to_string);
             if cursor.is_none() {
                 break;
             }
         }
-        *self.tools.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((Instant::now(), tools.clone()));
+        if !advised {
+            *self.tools.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((Instant::now(), tools.clone()));
+        }
         Ok(tools)
     }
 

@@ -384,6 +384,7 @@ pub async fn invoke(
                 body,
                 door,
                 request_id: &request_id,
+                started,
             };
             core::execute(app, call).await
         }

@@ -94,8 +94,10 @@ async fn save(State(app): State<Arc<App>>, Path(token): Path<String>, body: Byte
         .find(|(k, _)| k == "api_key")
         .map(|(_, v)| v.trim().to_string())
         .unwrap_or_default();
-    if key.is_empty() || key.len() > MAX_KEY_BYTES || key.chars().any(char::is_control) {
-        let text = "<p>Enter the API key (up to 16 KiB, without control characters).</p>";
+    // Sent as a header value: visible ASCII only, so what is stored can always be sent.
+    if key.is_empty() || key.len() > MAX_KEY_BYTES || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        let text =
+            "<p>Enter the API key: up to 16 KiB of visible ASCII characters, without spaces.</p>";
         return page(StatusCode::BAD_REQUEST, "No usable key", text);
     }
     match store(&app, &token, &key).await {
@@ -166,10 +168,12 @@ fn failure(e: &crate::error::ApiError) -> Response {
     }
     let status = StatusCode::from_u16(e.to_connect("").code.http_status())
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // The Connect message: an internal fault reads as one, without its details.
+    let message = e.to_connect("").message;
     page(
         status,
         "Not available",
-        &format!("<p>{}</p>", escape(&e.to_string())),
+        &format!("<p>{}</p>", escape(&message)),
     )
 }
 

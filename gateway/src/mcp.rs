@@ -303,10 +303,15 @@ async fn call(
         }) => {
             guard::upstream_error(rc, entry, &mut message, &mut data)
                 .map_err(|f| guard::refusal(&f, rc.request_id))?;
+            // The upstream's own error, marked as such: its data is nested, so an upstream
+            // cannot pass off a refusal (a denial, a provision link) as the gateway's.
+            let code = if code == -32001 { -32603 } else { code };
+            let data = json!({"reason_code": "upstream_rpc_error", "upstream": data,
+                "request_id": rc.request_id});
             Err(RpcError {
                 code,
                 message,
-                data,
+                data: Some(data),
                 denial: None,
             })
         }
@@ -334,11 +339,11 @@ async fn person(
     let owner = portcullis_shared::snapshot::CredentialOwner::Tool;
     match gw
         .credentials
-        .lookup(gw, owner, &entry.id, subject)
+        .lookup(gw, owner, &entry.id, &subject)
         .await
         .map_err(refused)?
     {
-        Ok(headers) => Ok((subject.to_string(), headers)),
+        Ok(headers) => Ok((subject, headers)),
         Err(missing) => {
             gw.metrics.credential_required();
             let err = GatewayError::CredentialRequired(Box::new(missing));

@@ -92,17 +92,22 @@ impl Credentials {
     }
 }
 
-/// The verified person a per-user call is for; refused without one.
-pub fn subject<'r>(rc: &'r RequestCtx<'_>, connection: &str) -> Result<&'r str, GatewayError> {
+/// Whose credential a per-user call uses: the verified person, refused without one. An HMAC
+/// identity is only as trustworthy as the agent holding the secret, so a credential given
+/// through one HMAC agent is that agent's alone (`<sub>|hmac:<agent id>`).
+pub fn subject(rc: &RequestCtx<'_>, connection: &str) -> Result<String, GatewayError> {
     let a = &rc.context.typed().act_as;
-    if a.present && a.verified && !a.sub.is_empty() {
-        return Ok(&a.sub);
+    if !(a.present && a.verified && !a.sub.is_empty()) {
+        return Err(GatewayError::ActAsRefused {
+            code: "actas_required",
+            message: format!(
+                "'{connection}' uses each person's own credential: the call must act for a verified person"
+            ),
+        });
     }
-    Err(GatewayError::ActAsRefused {
-        code: "actas_required",
-        message: format!(
-            "'{connection}' uses each person's own credential: the call must act for a verified person"
-        ),
+    Ok(match a.method.as_str() {
+        "hmac" => format!("{}|hmac:{}", a.sub, rc.agent.id),
+        _ => a.sub.clone(),
     })
 }
 

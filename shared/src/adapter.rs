@@ -249,6 +249,11 @@ impl Operation {
                     Some(param) => {
                         let value = scalar(args.get(param))
                             .ok_or_else(|| format!("argument {param} is required"))?;
+                        // One whole segment: an empty, `.` or `..` value would move the request
+                        // to another endpoint.
+                        if matches!(value.as_str(), "" | "." | "..") {
+                            return Err(format!("argument {param} cannot be {value:?}"));
+                        }
                         segments.push(&value);
                     }
                     None => {

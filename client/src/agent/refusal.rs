@@ -112,6 +112,10 @@ fn kind(
             reason_code: code.unwrap_or("denied").to_string(),
             determining_policy: said.text("determining_policy"),
         },
+        // An upstream MCP server's own error, passed on by the gateway.
+        Some("upstream_rpc_error") => GatewayErrorKind::Gateway {
+            reason_code: code.map(str::to_string),
+        },
         _ if said.rpc_code == Some(-32602) && !ids.target.is_empty() => {
             GatewayErrorKind::ToolNotFound {
                 tool: ids.target.clone(),

@@ -43,11 +43,13 @@ pub struct Call<'a> {
     pub body: Bytes,
     pub door: Door,
     pub request_id: &'a str,
+    /// When the request arrived (the recorded latency includes authenticating it).
+    pub started: Instant,
 }
 
 /// Runs one operation and records it (audit for changes, metrics for all).
 pub async fn execute(app: &Arc<App>, call: Call<'_>) -> ApiResult<Value> {
-    let started = Instant::now();
+    let started = call.started;
     let principal = call.principal.clone();
     let result = run(app, call.principal, call.path, call.body, call.request_id).await;
     if let Err(err) = &result {

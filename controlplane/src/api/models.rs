@@ -179,7 +179,8 @@ async fn update(
     if req.secret_values_provided {
         let values = req.secret_values.unwrap_or_default();
         rules::check_secrets(provider, method, ctype, &values)?;
-        credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
+        // Only the shared credential: people's own keys stay.
+        credentials::delete_subject(tx.conn(), Owner::Model, &row.id, "").await?;
         if !values.is_empty() {
             credentials::put(
                 tx.conn(),

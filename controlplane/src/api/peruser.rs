@@ -47,17 +47,27 @@ pub struct PerUser {
     /// A model's provider (its API-key header); `None` for a tool (`Authorization: Bearer`,
     /// or the header `auth_config.header` names).
     provider: Option<String>,
-    header: Option<String>,
+    /// A tool's header and scheme (an installed adapter's), when not `Authorization: Bearer`.
+    header: Option<(String, String)>,
 }
 
 impl PerUser {
     /// The stored values for a key a person entered.
     pub fn secret(&self, key: &str) -> Result<BTreeMap<String, String>, String> {
-        let (name, value) = match (&self.provider, &self.header) {
-            (Some(provider), _) => portcullis_shared::provider::api_key_secret(provider, key)?,
-            (None, Some(header)) => (header.clone(), key.to_string()),
-            (None, None) => ("Authorization".to_string(), format!("Bearer {key}")),
+        let (header, scheme) = match (&self.provider, &self.header) {
+            (Some(provider), _) => {
+                let (h, v) = portcullis_shared::provider::api_key_secret(provider, key)?;
+                return Ok([(h, v)].into());
+            }
+            (None, Some((h, s))) => (h.clone(), s.clone()),
+            (None, None) => ("Authorization".to_string(), "Bearer ".to_string()),
         };
+        // A key pasted with its scheme is not prefixed twice.
+        let bare = key
+            .get(..scheme.len())
+            .filter(|p| !scheme.is_empty() && p.eq_ignore_ascii_case(&scheme))
+            .map_or(key, |_| &key[scheme.len()..]);
+        let (name, value) = (header, format!("{scheme}{bare}"));
         Ok([(name, value)].into())
     }
 }
@@ -84,7 +94,15 @@ pub async fn per_user(conn: &mut Conn, ws: &str, owner: Owner, id: &str) -> ApiR
                 .ok_or_else(|| not_found("tool connection", &id))?;
             let config: serde_json::Value =
                 serde_json::from_str(&t.auth_config).unwrap_or_default();
-            let header = config["header"].as_str().map(str::to_string);
+            let header = config["header"]
+                .as_str()
+                .filter(|h| !h.is_empty())
+                .map(|h| {
+                    (
+                        h.to_string(),
+                        config["scheme"].as_str().unwrap_or_default().to_string(),
+                    )
+                });
             (t.name, t.auth_method, t.credential_type, None, header)
         }
     };
@@ -153,9 +171,9 @@ fn owner_of(o: CredentialOwner) -> Owner {
 
 async fn get_credential(ctx: Ctx, req: GetCredentialRequest) -> ApiResult<GetCredentialResponse> {
     let ws = ctx.workspace_id().to_string();
-    if req.subject.is_empty() || req.subject.len() > 256 {
+    if req.subject.is_empty() || req.subject.len() > 320 {
         return Err(invalid(
-            "subject must be the person's verified act-as sub (1–256 characters)",
+            "subject must be the person's verified act-as sub and its source (1–320 characters)",
         ));
     }
     let owner = owner_of(req.owner);
@@ -218,4 +236,34 @@ async fn delete(ctx: Ctx, req: DeleteUserCredentialRequest) -> ApiResult<Empty> 
     }
     tx.commit().await?;
     Ok(Empty {})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(header: Option<(&str, &str)>) -> PerUser {
+        PerUser {
+            owner: Owner::Tool,
+            id: "t".into(),
+            name: "t".into(),
+            provider: None,
+            header: header.map(|(h, s)| (h.to_string(), s.to_string())),
+        }
+    }
+
+    #[test]
+    fn a_key_becomes_its_header_once_prefixed() {
+        let plain = tool(None).secret("abc").unwrap();
+        assert_eq!(plain["Authorization"], "Bearer abc");
+        let pasted = tool(None).secret("bearer abc").unwrap();
+        assert_eq!(pasted["Authorization"], "Bearer abc", "not prefixed twice");
+        let custom = tool(Some(("X-Api-Key", ""))).secret("abc").unwrap();
+        assert_eq!(custom["X-Api-Key"], "abc");
+        let model = PerUser {
+            provider: Some("anthropic".into()),
+            ..tool(None)
+        };
+        assert_eq!(model.secret("sk-ant").unwrap()["x-api-key"], "sk-ant");
+    }
 }

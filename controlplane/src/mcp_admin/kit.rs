@@ -302,6 +302,7 @@ impl Args {
             body: Bytes::from(body.to_string()),
             door: Door::Mcp(self.tool),
             request_id: &self.request_id,
+            started: std::time::Instant::now(),
         };
         core::execute(&self.app, call).await
     }

@@ -113,7 +113,11 @@ async fn person(
     }
     let subject = crate::peruser::subject(rc, &model.name)?;
     let owner = portcullis_shared::snapshot::CredentialOwner::Model;
-    match gw.credentials.lookup(gw, owner, &model.id, subject).await? {
+    match gw
+        .credentials
+        .lookup(gw, owner, &model.id, &subject)
+        .await?
+    {
         Ok(headers) => {
             plan.user = Some(headers);
             Ok(plan)

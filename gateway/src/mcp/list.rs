@@ -166,8 +166,8 @@ async fn person(gw: &Gateway, rc: &RequestCtx<'_>, tool: &ToolEntry) -> Person {
         return Person::Skip;
     };
     let owner = portcullis_shared::snapshot::CredentialOwner::Tool;
-    match gw.credentials.lookup(gw, owner, &tool.id, subject).await {
-        Ok(Ok(headers)) => Person::As(subject.to_string(), headers),
+    match gw.credentials.lookup(gw, owner, &tool.id, &subject).await {
+        Ok(Ok(headers)) => Person::As(subject, headers),
         Ok(Err(m)) => Person::Advise(json!({
             "connection_name": m.connection_name,
             "provision_url": m.provision_url,

@@ -214,6 +214,13 @@ impl Pool {
             }
         });
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if person.is_some() {
+            // People's sessions go when their connection's do, or when this person's does:
+            // one per (connection, person) at most, none for a connection no longer current.
+            sessions.retain(|k, (f, _)| {
+                !k.starts_with(&format!("{}|", tool.id)) || f.starts_with(&tool.fingerprint)
+            });
+        }
         sessions.insert(key, (fingerprint, session.clone()));
         Ok(session)
     }

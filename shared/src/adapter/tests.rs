@@ -104,6 +104,13 @@ fn path_values_are_encoded_and_absent_query_arguments_left_out() {
         req.url.as_str(),
         "https://ghe.example/api/v3/repos/a%2Fb%20c/r%3Fx/issues/7"
     );
+    for bad in ["", ".", ".."] {
+        let args = json!({"owner": bad, "repo": "r", "issue_number": 7});
+        assert!(
+            op.request(&d.base_url, args.as_object().unwrap()).is_err(),
+            "{bad:?}"
+        );
+    }
     let list = d
         .operations
         .iter()

@@ -261,6 +261,14 @@ async fn upgrade_keeps_filter_credential_and_block(
         json!(["list_issues", "get_issue", "create_issue"])
     );
     assert_eq!(t["has_credential"], true);
+    cp.call(
+        MGMT,
+        "UpgradeCatalogConnection",
+        cp.body(json!({"connection_id": id})),
+    )
+    .await
+    .expect_error("failed_precondition", 400)
+    .mentions("newest");
     let listed = cp
         .ok(
             MGMT,

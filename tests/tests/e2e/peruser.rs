@@ -182,9 +182,10 @@ async fn per_user_tool_provisioned_then_revoked() {
         )
         .await;
     let e = &events["events"][0];
-    assert_eq!(
-        (e["actor"]["kind"].as_str(), e["actor"]["id"].as_str()),
-        (Some("ACTOR_KIND_USER"), Some("u1"))
+    assert_eq!(e["actor"]["kind"], "ACTOR_KIND_USER");
+    assert!(
+        e["actor"]["id"].as_str().unwrap().starts_with("u1|hmac:"),
+        "an HMAC person's credential is the agent's: {e}"
     );
     assert!(!events.to_string().contains(U1_KEY));
     let metrics = reqwest::get(format!("{}/metrics", s.gw.url))
@@ -208,14 +209,22 @@ async fn per_user_tool_provisioned_then_revoked() {
             s.cp.body(json!({"connection_id": s.tool_id})),
         )
         .await;
-    assert_eq!(listed["credentials"][0]["subject"], "u1");
+    let subject = listed["credentials"][0]["subject"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(subject.starts_with("u1|hmac:"), "{subject}");
     let dir = tempfile::tempdir().unwrap();
     let (code, out, err) =
         crate::cli::as_admin(&s.cp, dir.path(), vec!["credential", "list", "pu"]).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("u1") && !out.contains(U1_KEY), "{out}");
-    let (code, out, err) =
-        crate::cli::as_admin(&s.cp, dir.path(), vec!["credential", "delete", "pu", "u1"]).await;
+    let (code, out, err) = crate::cli::as_admin(
+        &s.cp,
+        dir.path(),
+        vec!["credential", "delete", "pu", &subject],
+    )
+    .await;
     assert_eq!(code, 0, "{out}{err}");
     let deleted = Instant::now();
     loop {

@@ -177,7 +177,11 @@ async fn install(
         protocol_config: json_text(&installed),
         auth_method: method.as_str().to_string(),
         credential_type: ctype.as_str().to_string(),
-        auth_config: "{}".into(),
+        // How people's own keys are sent on a per-user install.
+        auth_config: json_text(&serde_json::json!({
+            "header": installed.definition.auth.header,
+            "scheme": installed.definition.auth.scheme,
+        })),
         field_classifications: "null".into(),
         write_tools: json_text(&writes(&installed)),
         created_at: now,
@@ -236,12 +240,7 @@ async fn upgrade(
         .ok_or_else(|| {
             precondition(format!("catalog adapter {} is no longer offered", old.slug))
         })?;
-    if d.auth.method != old.definition.auth.method || d.auth.header != old.definition.auth.header {
-        return Err(precondition(format!(
-            "{} v{} sends its credential differently from v{}: install it anew",
-            d.slug, d.version, old.version
-        )));
-    }
+    check_upgrade(&old, &d, &row)?;
     let installed = Installed {
         slug: old.slug.clone(),
         version: d.version,
@@ -250,7 +249,10 @@ async fn upgrade(
         definition: d,
     };
     row.protocol_config = json_text(&installed);
-    row.write_tools = json_text(&writes(&installed));
+    // Write tools an administrator set by hand are kept; the adapter's own follow it.
+    if row.write_tools == json_text(&writes(&old)) {
+        row.write_tools = json_text(&writes(&installed));
+    }
     row.updated_at = now_ms();
     tools::update(tx.conn(), &row).await?;
     let tool = views::tool(tx.conn(), &row).await?;
@@ -261,6 +263,36 @@ async fn upgrade(
         from_version: old.version,
         to_version: installed.version,
     })
+}
+
+/// An upgrade only moves forward, to a version that sends the credential the same way, still
+/// has every filtered operation, and still takes per-user credentials if the connection does.
+fn check_upgrade(old: &Installed, d: &Definition, row: &tools::ToolRow) -> ApiResult<()> {
+    let refuse = |why: String| {
+        Err(precondition(format!(
+            "{} v{} → v{}: {why}",
+            d.slug, old.version, d.version
+        )))
+    };
+    if d.version <= old.version {
+        return Err(precondition(format!(
+            "'{}' already runs {} v{}, the newest enabled version",
+            row.name, d.slug, old.version
+        )));
+    }
+    let (a, b) = (&old.definition.auth, &d.auth);
+    if (a.method.as_str(), a.header.as_str(), a.scheme.as_str())
+        != (b.method.as_str(), b.header.as_str(), b.scheme.as_str())
+    {
+        return refuse("the credential is sent differently; install it anew".into());
+    }
+    if row.credential_type == CredentialType::PerUser.as_str() && !b.supports_per_user {
+        return refuse("the new version takes no per-user credentials".into());
+    }
+    if let Err(e) = filter(d, Some(old.tool_filter.clone())) {
+        return refuse(format!("the tool filter no longer fits ({e})"));
+    }
+    Ok(())
 }
 
 /// Removes the connection, its memberships, its catalog and its credentials.

@@ -66,7 +66,11 @@ impl RestAdapter {
                 format!("{}{secret}", auth.scheme)
             };
             headers.push(header(&auth.header, &value)?);
-            kept.push(secret.clone());
+            let bare = value
+                .strip_prefix(&auth.scheme)
+                .unwrap_or(&value)
+                .to_string();
+            kept.extend([value.clone(), bare]);
         }
         Ok(Self {
             installed,
@@ -146,27 +150,58 @@ impl RestAdapter {
             UpstreamError::Transport(format!("{}: {}", self.installed.slug, e.without_url()))
         })?;
         let status = response.status().as_u16();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| UpstreamError::Transport(e.without_url().to_string()))?;
-        let answer: Value =
-            serde_json::from_str(&text).unwrap_or_else(|_| json!({"message": text}));
+        let body = read_capped(response).await?;
+        let answer: Value = serde_json::from_slice(&body).unwrap_or_else(|_| {
+            let text: String = String::from_utf8_lossy(&body).chars().take(2000).collect();
+            json!({"message": text})
+        });
         Ok(match op.outcome(status, &answer) {
             Ok(structured) => json!({
                 "content": [{"type": "text", "text": structured.to_string()}],
                 "structuredContent": structured,
             }),
-            Err(message) => failed(self.scrub(message)),
+            Err(message) => failed(self.scrub(message, person)),
         })
     }
 
-    fn scrub(&self, mut message: String) -> String {
-        for s in &self.secrets {
+    /// The message without the connection's or the person's credential in it.
+    fn scrub(&self, mut message: String, person: &[(HeaderName, HeaderValue)]) -> String {
+        let theirs = person
+            .iter()
+            .filter_map(|(_, v)| v.to_str().ok())
+            .flat_map(|v| [v.to_string(), v.rsplit(' ').next().unwrap_or(v).to_string()]);
+        for s in self
+            .secrets
+            .iter()
+            .cloned()
+            .chain(theirs)
+            .filter(|s| s.len() >= 8)
+        {
             message = message.replace(s.as_str(), "[redacted]");
         }
         message
     }
+}
+
+/// Largest answer read from a service.
+const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+
+/// The answer's body, refused past [`MAX_ANSWER_BYTES`].
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, UpstreamError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| UpstreamError::Transport(e.without_url().to_string()))?
+    {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(UpstreamError::Transport(format!(
+                "the service answered more than {MAX_ANSWER_BYTES} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// A tool result the service (or the arguments) made fail.
