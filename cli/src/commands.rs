@@ -54,9 +54,12 @@ async fn credential(ctx: &Ctx, cmd: crate::args::CredentialCmd) -> anyhow::Resul
     use crate::args::CredentialCmd;
     use crate::ctx::Kind;
     let resolve = |name: String| async move {
+        // Only a name no tool has is looked up among the models; other failures stand.
         match ctx.resolve(Kind::Tool, &name).await {
-            Ok(id) => Ok(id),
-            Err(_) => ctx.resolve(Kind::Model, &name).await,
+            Err(e) if e.to_string().starts_with("no tool named") => {
+                ctx.resolve(Kind::Model, &name).await
+            }
+            found => found,
         }
     };
     match cmd {

@@ -414,13 +414,17 @@ async fn install(ctx: &Ctx, a: InstallArgs) -> anyhow::Result<()> {
     if let Some(url) = a.base_url {
         body["base_url"] = json!(url);
     }
+    // Gateways are checked before anything is installed.
+    let mut gateway_ids = Vec::new();
+    for g in &a.gateways {
+        gateway_ids.push(ctx.resolve(Kind::Gateway, g).await?);
+    }
     let mut reply = ctx.mgmt("InstallCatalogConnection", body).await?;
     let id = reply["connection_id"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    for g in a.gateways {
-        let gateway_id = ctx.resolve(Kind::Gateway, &g).await?;
+    for gateway_id in gateway_ids {
         ctx.mgmt(
             "AddGatewayToolSource",
             json!({"gateway_id": gateway_id, "connection_id": id}),
