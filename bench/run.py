@@ -35,6 +35,7 @@ import urllib.request
 
 import ingest
 import peers
+import peruser
 import scale
 import webhooks
 
@@ -103,10 +104,11 @@ def oha(url, key, extra, body=BODY):
             "requests": total, "ok": ok}
 
 
-def oha_mcp(url, key, tool):
+def oha_mcp(url, key, tool, headers=()):
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
     args = [OHA, "--no-tui", "--output-format", "json", "-z", DURATION, "-m", "POST", "-c", "16",
-            "-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream", "-d", body, url]
+            "-H", "Content-Type: application/json", "-H", "Accept: application/json, text/event-stream",
+            *[arg for h in headers for arg in ("-H", h)], "-d", body, url]
     if key:
         args[1:1] = ["-H", f"Authorization: Bearer {key}"]
     data = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
@@ -190,6 +192,13 @@ def main():
     if os.environ.get("PORTCULLIS_BENCH_ONLY") == "webhooks":
         webhooks.measure(results, base, key, ws, token, bench_agent, OHA, fake_addr)
         print("\n".join(webhooks.rows(results)))
+        return
+    peruser_env = {"call": call, "base": base, "key": key, "ws": ws, "gid": gid, "fake_addr": fake_addr,
+                   "gw_addr": gw_addr, "gw": gw, "secret": ACT_AS_SECRET, "hmac_header": hmac_header,
+                   "cpu_seconds": cpu_seconds, "oha_mcp": oha_mcp}
+    if os.environ.get("PORTCULLIS_BENCH_ONLY") == "peruser":
+        peruser.measure(results, peruser_env)
+        print("\n".join(peruser.rows(results)))
         return
     if os.environ.get("PORTCULLIS_BENCH_ONLY") == "guards":
         # Only the output-guard rows, for a quick before/after of the guard stage.
@@ -280,6 +289,7 @@ def main():
     translation(results, base, key, ws, gid, fake_addr, gw, gw_url, agent_key)
     exchanged(results, base, gw, gw_url, agent_key)
     acting(results, base, key, ws, gid, gw, gw_url, agent_key)
+    peruser.measure(results, peruser_env)
     guarded(results, base, key, ws, gid, gw, gw_url, agent_key, tmp)
     webhooks.measure(results, base, key, ws, token, bench_agent, OHA, fake_addr)
     if BASELINE:
@@ -528,6 +538,7 @@ def table(r):
         f"| quota-bound non-2xx replies (fixed rate / saturation) | | {r['quota_fixed_rate_non_2xx']} / {r['quota_saturation_non_2xx']} | |",
         f"| non-2xx replies (saturation / fixed rate / MCP) | {ds['requests'] - ds['ok']} / {df['requests'] - df['ok']} / {dm['requests'] - dm['ok']} | {gs['requests'] - gs['ok']} / {gf['requests'] - gf['ok']} / {gm['requests'] - gm['ok']} | |",
         *extra_rows(r, df),
+        *peruser.rows(r),
         *webhooks.rows(r),
         *scale.rows(r),
     ]
