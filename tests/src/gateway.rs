@@ -53,6 +53,23 @@ impl GatewayProcess {
         gw
     }
 
+    /// A gateway whose control plane cannot be reached and that has no snapshot yet: it
+    /// listens and answers every call `503 not_ready`.
+    pub async fn start_unconfigured() -> Self {
+        let mut gw = Self {
+            url: String::new(),
+            token: portcullis_shared::keys::generate(portcullis_shared::keys::KeyKind::Deployment),
+            data_dir: tempfile::tempdir().expect("temp dir"),
+            control_plane_url: "http://127.0.0.1:9".into(),
+            process: spawn_placeholder(),
+            earlier_logs: String::new(),
+            env: Vec::new(),
+        };
+        gw.process = gw.spawn("127.0.0.1:0");
+        gw.url = format!("http://{}", gw.process.wait_listening("gateway").await);
+        gw
+    }
+
     fn spawn(&self, listen: &str) -> Spawned {
         let mut command = Command::new(bin("portcullis-gateway"));
         command

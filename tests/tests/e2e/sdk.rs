@@ -238,3 +238,17 @@ async fn act_as_and_quota(w: &World, client: &AgentClient) {
     }
     panic!("the zero quota never refused a call");
 }
+
+/// A gateway with no configuration yet answers 503 `not_ready`: the class says retry shortly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_without_configuration_is_not_ready() {
+    let gw = portcullis_tests::GatewayProcess::start_unconfigured().await;
+    let client = AgentClient::new(
+        &gw.gateway_url("00000000-0000-4000-8000-000000000000"),
+        "svc_k",
+    )
+    .unwrap();
+    let (kind, err) = kind(client.chat_completions(&chat("gpt")).await);
+    assert_eq!(kind, GatewayErrorKind::NotReady, "{err}");
+    assert_eq!(err.status_code(), Some(503));
+}
