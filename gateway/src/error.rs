@@ -65,6 +65,16 @@ impl RpcError {
         }
     }
 
+    /// A refusal of the gateway's own, in-band (`-32001`), with its details in `data`.
+    pub fn refused(err: &GatewayError, request_id: &str) -> Self {
+        Self {
+            code: -32001,
+            message: err.to_string(),
+            data: Some(crate::respond::refusal_data(err, request_id)),
+            denial: None,
+        }
+    }
+
     /// A failure of the gateway or the upstream, with a reason code.
     pub fn gateway(message: String, reason_code: &str, request_id: &str) -> Self {
         Self {

@@ -206,24 +206,9 @@ async fn call(
     if !rc.gateway.offers(&entry.id, tool) {
         return Err(unknown());
     }
-    match entry.catalog.get(tool) {
-        // Per-user operations are discovered with a person's credential: one without it
-        // learns where to provide it first.
-        None if entry.per_user => {
-            authz::check_tool(
-                rc.snap,
-                rc.agent,
-                rc.gateway,
-                Action::McpCall,
-                name,
-                &rc.context,
-                rc.memoize,
-            )
-            .map_err(|d| RpcError::denied(&d, rc.request_id))?;
-            person(gw, rc, entry).await?;
-            return Err(not_cataloged(name));
-        }
-        None => return Err(not_cataloged(name)),
+    let cataloged = entry.catalog.get(tool);
+    match cataloged {
+        None if !entry.per_user => return Err(not_cataloged(name)),
         Some((ToolStatus::Blocked, message)) => {
             let reason = match message {
                 Some(m) => format!("{name} is blocked: {m}"),
@@ -236,7 +221,7 @@ async fn call(
             };
             return Err(RpcError::denied(&d, rc.request_id));
         }
-        Some(_) => {}
+        _ => {}
     }
     authz::check_tool(
         rc.snap,
@@ -248,6 +233,12 @@ async fn call(
         rc.memoize,
     )
     .map_err(|d| RpcError::denied(&d, rc.request_id))?;
+    if cataloged.is_none() {
+        // Per-user operations are discovered with a person's credential: one without it
+        // learns where to provide it first.
+        person(gw, rc, entry).await?;
+        return Err(not_cataloged(name));
+    }
     let extra = list::actas_headers(entry, rc)
         .map_err(|why| RpcError::gateway(why, "actas_required", rc.request_id))?;
     let mut arguments = params
@@ -347,22 +338,9 @@ async fn person(
         Err(missing) => {
             gw.metrics.credential_required();
             let err = GatewayError::CredentialRequired(Box::new(missing));
-            Err(credential_required(&err, rc.request_id))
+            Err(RpcError::refused(&err, rc.request_id))
         }
     }
-}
-
-/// The in-band refusal for a missing per-user credential, with its link.
-fn credential_required(err: &GatewayError, request_id: &str) -> RpcError {
-    let mut e = RpcError::new(-32001, err.to_string());
-    let mut data = json!({"reason": err.to_string(), "reason_code": "credential_required", "request_id": request_id});
-    if let GatewayError::CredentialRequired(m) = err {
-        data["connection_name"] = json!(m.connection_name);
-        data["provision_url"] = json!(m.provision_url);
-        data["expires_at"] = json!(m.expires_at);
-    }
-    e.data = Some(data);
-    e
 }
 
 fn not_cataloged(name: &str) -> RpcError {

@@ -37,24 +37,33 @@ pub struct Missing {
     pub expires_at: String,
 }
 
-/// Fetched credentials by (connection id, subject).
+/// One connection's fetched credentials by subject, with when each was fetched.
+type People = HashMap<String, (Instant, Headers)>;
+
+/// Fetched credentials by connection id, then subject: a hit allocates nothing.
 #[derive(Default)]
 pub struct Credentials {
-    cache: Mutex<HashMap<(String, String), (Instant, Headers)>>,
+    cache: Mutex<HashMap<String, People>>,
 }
 
 impl Credentials {
-    fn cached(&self, key: &(String, String)) -> Option<Headers> {
+    fn cached(&self, connection_id: &str, subject: &str) -> Option<Headers> {
         let map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(key)
+        map.get(connection_id)?
+            .get(subject)
             .filter(|(at, _)| at.elapsed() < TTL)
             .map(|(_, h)| h.clone())
     }
 
-    fn keep(&self, key: (String, String), headers: Headers) {
+    fn keep(&self, connection_id: &str, subject: &str, headers: Headers) {
         let mut map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        map.retain(|_, (at, _)| at.elapsed() < TTL);
-        map.insert(key, (Instant::now(), headers));
+        for people in map.values_mut() {
+            people.retain(|_, (at, _)| at.elapsed() < TTL);
+        }
+        map.retain(|_, people| !people.is_empty());
+        map.entry(connection_id.to_string())
+            .or_default()
+            .insert(subject.to_string(), (Instant::now(), headers));
     }
 
     /// The person's headers for the connection, or where to provide them.
@@ -65,8 +74,7 @@ impl Credentials {
         connection_id: &str,
         subject: &str,
     ) -> Result<Result<Headers, Missing>, GatewayError> {
-        let key = (connection_id.to_string(), subject.to_string());
-        if let Some(headers) = self.cached(&key) {
+        if let Some(headers) = self.cached(connection_id, subject) {
             return Ok(Ok(headers));
         }
         let answer = fetch(gw, owner, connection_id, subject).await?;
@@ -77,7 +85,7 @@ impl Credentials {
                     headers: headers(&values.0)?,
                     digest: portcullis_shared::keys::hash(&text.join("\n")),
                 });
-                self.keep(key, headers.clone());
+                self.keep(connection_id, subject, headers.clone());
                 Ok(Ok(headers))
             }
             (None, Some(provision_url)) => Ok(Err(Missing {

@@ -146,11 +146,17 @@ pub fn anthropic_error(err: &GatewayError, request_id: &str) -> Value {
 /// A refusal before the MCP request was read (authentication, routing): its HTTP status with
 /// a JSON-RPC error body.
 fn jsonrpc_refusal(err: &GatewayError, request_id: &str) -> Value {
+    let data = refusal_data(err, request_id);
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": err.to_string(), "data": data}})
+}
+
+/// The `data` of a JSON-RPC refusal: why, its code, the request and the refusal's details.
+pub fn refusal_data(err: &GatewayError, request_id: &str) -> Value {
     let (_, code) = err.openai_type_and_code();
     let mut data =
         json!({"reason": err.to_string(), "reason_code": code, "request_id": request_id});
     details(err, &mut data);
-    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": err.to_string(), "data": data}})
+    data
 }
 
 /// A JSON-RPC reply: the result, or the in-band error.

@@ -7,6 +7,7 @@ pub mod rest;
 mod stdio;
 mod streamable;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -166,12 +167,13 @@ impl Pool {
         }
         // A person's session also follows their credential: a replaced one (seen within a
         // minute, when the cached one is fetched again) replaces the session.
-        let (key, fingerprint) = match person {
+        // The shared session is looked up without allocating: this runs on every call.
+        let (key, fingerprint): (Cow<'_, str>, Cow<'_, str>) = match person {
             Some((sub, headers)) => (
-                format!("{}|{sub}", tool.id),
-                format!("{}|{}", tool.fingerprint, headers.digest),
+                format!("{}|{sub}", tool.id).into(),
+                format!("{}|{}", tool.fingerprint, headers.digest).into(),
             ),
-            None => (tool.id.clone(), tool.fingerprint.clone()),
+            None => (tool.id.as_str().into(), tool.fingerprint.as_str().into()),
         };
         if let Some(session) = self.lookup(&key, &fingerprint) {
             return Ok(session);
@@ -217,11 +219,15 @@ impl Pool {
         if person.is_some() {
             // People's sessions go when their connection's do, or when this person's does:
             // one per (connection, person) at most, none for a connection no longer current.
+            let people = format!("{}|", tool.id);
             sessions.retain(|k, (f, _)| {
-                !k.starts_with(&format!("{}|", tool.id)) || f.starts_with(&tool.fingerprint)
+                !k.starts_with(&people) || f.split('|').next() == Some(tool.fingerprint.as_str())
             });
         }
-        sessions.insert(key, (fingerprint, session.clone()));
+        sessions.insert(
+            key.into_owned(),
+            (fingerprint.into_owned(), session.clone()),
+        );
         Ok(session)
     }
 }
