@@ -244,6 +244,8 @@ fn check_workspace(ctx: &Ctx, requested: Option<&str>) -> ApiResult<()> {
 /// Every operation, by `<service>/<Operation>`.
 pub struct Registry {
     operations: HashMap<String, Operation>,
+    /// Method name → path, for doors that name operations by method (the MCP admin tools).
+    paths: HashMap<String, String>,
 }
 
 impl Registry {
@@ -276,16 +278,31 @@ impl Registry {
         add(service::MGMT, peruser::operations());
         add(service::AUDIT, audit::operations());
         add(service::EVENTING, eventing::operations());
-        Self { operations }
+        let paths = operations
+            .keys()
+            .map(|p| {
+                (
+                    p.rsplit('/').next().unwrap_or_default().to_string(),
+                    p.clone(),
+                )
+            })
+            .collect();
+        Self { operations, paths }
+    }
+
+    /// The operation at `path`, or `unimplemented`.
+    fn get(&self, path: &str) -> ApiResult<&Operation> {
+        self.operations.get(path).ok_or_else(|| {
+            ApiError::Unimplemented(format!(
+                "unknown operation {path}: this server does not implement it"
+            ))
+        })
     }
 
     /// The path of the operation with this method name (`GetGateway` →
     /// `svc.mgmt.v1.ManagementService/GetGateway`).
     pub fn path_of(&self, method: &str) -> Option<&str> {
-        self.operations
-            .keys()
-            .map(String::as_str)
-            .find(|p| p.rsplit('/').next() == Some(method))
+        self.paths.get(method).map(String::as_str)
     }
 
     /// Operation paths, sorted.

@@ -11,7 +11,7 @@ use portcullis_shared::api::workspace::Permission;
 use serde_json::Value;
 
 use super::{Access, Ctx, Principal};
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::App;
 
 /// The front door a call came through, recorded in its audit event.
@@ -73,15 +73,7 @@ pub async fn execute(app: &Arc<App>, call: Call<'_>) -> ApiResult<Value> {
 
 /// The operation's access rule, or `unimplemented` for a path no operation has.
 pub fn access(app: &App, path: &str) -> ApiResult<Access> {
-    app.registry
-        .operations
-        .get(path)
-        .map(|op| op.access)
-        .ok_or_else(|| {
-            ApiError::Unimplemented(format!(
-                "unknown operation {path}: this server does not implement it"
-            ))
-        })
+    app.registry.get(path).map(|op| op.access)
 }
 
 async fn run(
@@ -91,11 +83,7 @@ async fn run(
     body: Bytes,
     request_id: &str,
 ) -> ApiResult<Value> {
-    let operation = app.registry.operations.get(path).ok_or_else(|| {
-        ApiError::Unimplemented(format!(
-            "unknown operation {path}: this server does not implement it"
-        ))
-    })?;
+    let operation = app.registry.get(path)?;
     match (operation.access, principal.as_ref()) {
         (Access::Platform(permission), _) => principal.require(permission)?,
         // A platform key exchanging an agent's key manages that agent's keys.

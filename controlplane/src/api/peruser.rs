@@ -74,24 +74,23 @@ impl PerUser {
 
 /// The connection, which must take per-user API keys.
 pub async fn per_user(conn: &mut Conn, ws: &str, owner: Owner, id: &str) -> ApiResult<PerUser> {
+    per_user_of(conn, ws, Some(owner), id).await
+}
+
+/// [`per_user`]; with no owner given, the tool with this id, else the model.
+async fn per_user_of(
+    conn: &mut Conn,
+    ws: &str,
+    owner: Option<Owner>,
+    id: &str,
+) -> ApiResult<PerUser> {
     let id = validate::id("connection_id", id)?;
-    let (name, method, ctype, provider, header) = match owner {
-        Owner::Model => {
-            let m = models::get(conn, ws, &id)
-                .await?
-                .ok_or_else(|| not_found("model", &id))?;
-            (
-                m.name,
-                m.auth_method,
-                m.credential_type,
-                Some(m.provider),
-                None,
-            )
-        }
-        _ => {
-            let t = tools::get(conn, ws, &id)
-                .await?
-                .ok_or_else(|| not_found("tool connection", &id))?;
+    let tool = match owner {
+        Some(Owner::Model) => None,
+        _ => tools::get(conn, ws, &id).await?,
+    };
+    let (owner, name, method, ctype, provider, header) = match (tool, owner) {
+        (Some(t), _) => {
             let config: serde_json::Value =
                 serde_json::from_str(&t.auth_config).unwrap_or_default();
             let header = config["header"]
@@ -103,8 +102,23 @@ pub async fn per_user(conn: &mut Conn, ws: &str, owner: Owner, id: &str) -> ApiR
                         config["scheme"].as_str().unwrap_or_default().to_string(),
                     )
                 });
-            (t.name, t.auth_method, t.credential_type, None, header)
+            (
+                Owner::Tool,
+                t.name,
+                t.auth_method,
+                t.credential_type,
+                None,
+                header,
+            )
         }
+        (None, Some(Owner::Model) | None) => {
+            let m = models::get(conn, ws, &id)
+                .await?
+                .ok_or_else(|| not_found("model", &id))?;
+            let (name, method, ctype) = (m.name, m.auth_method, m.credential_type);
+            (Owner::Model, name, method, ctype, Some(m.provider), None)
+        }
+        (None, Some(_)) => return Err(not_found("tool connection", &id)),
     };
     if ctype != CredentialType::PerUser.as_str() {
         return Err(precondition(format!(
@@ -201,13 +215,7 @@ async fn get_credential(ctx: Ctx, req: GetCredentialRequest) -> ApiResult<GetCre
 
 /// A connection id names a tool or a model.
 async fn either(conn: &mut Conn, ws: &str, id: &str) -> ApiResult<PerUser> {
-    let id = validate::id("connection_id", id)?;
-    let owner = if tools::get(conn, ws, &id).await?.is_some() {
-        Owner::Tool
-    } else {
-        Owner::Model
-    };
-    per_user(conn, ws, owner, &id).await
+    per_user_of(conn, ws, None, id).await
 }
 
 async fn list(ctx: Ctx, req: UserCredentialsRequest) -> ApiResult<ListUserCredentialsResponse> {

@@ -97,6 +97,29 @@ fn classifications(value: Option<Value>) -> ApiResult<String> {
     Ok(text)
 }
 
+/// Stores the connection's shared secret values sealed (nothing when there are none).
+async fn put_shared(
+    tx: &mut WriteTx,
+    ctx: &Ctx,
+    ws: &str,
+    id: &str,
+    secrets: &BTreeMap<String, String>,
+) -> ApiResult<()> {
+    if !secrets.is_empty() {
+        credentials::put(
+            tx.conn(),
+            ctx.store().cipher(),
+            ws,
+            Owner::Tool,
+            id,
+            "",
+            secrets,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Stores the OAuth client secret sealed (or deletes it when `None` and `replace`).
 async fn store_client_secret(
     tx: &mut WriteTx,
@@ -156,18 +179,7 @@ async fn create(
         updated_at: now,
     };
     tools::insert(tx.conn(), &row).await?;
-    if !secrets.is_empty() {
-        credentials::put(
-            tx.conn(),
-            ctx.store().cipher(),
-            &ws,
-            Owner::Tool,
-            &row.id,
-            "",
-            &secrets,
-        )
-        .await?;
-    }
+    put_shared(&mut tx, &ctx, &ws, &row.id, &secrets).await?;
     store_client_secret(&mut tx, &ctx, &ws, &row.id, client_secret).await?;
     let tool = views::tool(tx.conn(), &row).await?;
     tx.commit().await?;
@@ -249,16 +261,7 @@ async fn update(
         }
     }
     if let Some(s) = &new_secrets {
-        credentials::put(
-            tx.conn(),
-            ctx.store().cipher(),
-            &ws,
-            Owner::Tool,
-            &row.id,
-            "",
-            s,
-        )
-        .await?;
+        put_shared(&mut tx, &ctx, &ws, &row.id, s).await?;
     }
     store_client_secret(&mut tx, &ctx, &ws, &row.id, client_secret).await?;
     row.protocol = protocol.as_str().to_string();

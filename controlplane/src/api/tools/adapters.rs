@@ -188,18 +188,7 @@ async fn install(
         updated_at: now,
     };
     tools::insert(tx.conn(), &row).await?;
-    if !secrets.is_empty() {
-        credentials::put(
-            tx.conn(),
-            ctx.store().cipher(),
-            &ws,
-            Owner::Tool,
-            &row.id,
-            "",
-            &secrets,
-        )
-        .await?;
-    }
+    super::put_shared(&mut tx, &ctx, &ws, &row.id, &secrets).await?;
     let tool = views::tool(tx.conn(), &row).await?;
     tx.commit().await?;
     tracing::info!(connection_id = %row.id, slug = %installed.slug, version = installed.version, "Catalog adapter installed.");
@@ -347,16 +336,7 @@ pub async fn update_installed(
         let ctype = CredentialType::parse(&row.credential_type)
             .ok_or_else(|| views::corrupt("credential_type"))?;
         auth(&installed.definition, Some(ctype), &secrets)?;
-        credentials::put(
-            tx.conn(),
-            ctx.store().cipher(),
-            &ws,
-            Owner::Tool,
-            &row.id,
-            "",
-            &secrets,
-        )
-        .await?;
+        super::put_shared(&mut tx, ctx, &ws, &row.id, &secrets).await?;
     }
     if req.field_classifications.is_some() {
         row.field_classifications = super::classifications(req.field_classifications)?;
