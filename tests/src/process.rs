@@ -122,3 +122,16 @@ fn listening_addr(log: &str) -> Option<String> {
     let end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
     Some(rest[..end].trim_matches('"').to_string())
 }
+
+/// Serves `router` on a free loopback port in the background: its address, and the task
+/// (aborting it, or dropping the runtime, stops the server).
+pub async fn serve(router: axum::Router) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    (addr, task)
+}

@@ -64,13 +64,7 @@ impl Receiver {
         let router = Router::new()
             .route("/hook", post(handle))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
-        });
+        let (addr, task) = crate::process::serve(router).await;
         Self {
             addr,
             shared,

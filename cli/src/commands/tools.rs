@@ -234,8 +234,7 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
         }
         ToolCmd::Install(args) => return install(ctx, args).await,
         ToolCmd::Upgrade { tool } => {
-            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?});
-            let reply = ctx.mgmt("UpgradeCatalogConnection", body).await?;
+            let reply = on_tool(ctx, "UpgradeCatalogConnection", &tool, json!({})).await?;
             if !ctx.json {
                 println!(
                     "{tool}: v{} → v{}",
@@ -245,8 +244,7 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
             reply
         }
         ToolCmd::Uninstall { tool } => {
-            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?});
-            let reply = ctx.mgmt("UninstallCatalogConnection", body).await?;
+            let reply = on_tool(ctx, "UninstallCatalogConnection", &tool, json!({})).await?;
             done(
                 ctx,
                 &reply,
@@ -255,8 +253,8 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
             return Ok(());
         }
         ToolCmd::OauthConnect { tool, act_as_sub } => {
-            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?, "act_as_sub": act_as_sub});
-            let reply = ctx.mgmt("BeginMCPServerOAuthConnect", body).await?;
+            let extra = json!({"act_as_sub": act_as_sub});
+            let reply = on_tool(ctx, "BeginMCPServerOAuthConnect", &tool, extra).await?;
             output::show(
                 ctx.json,
                 &reply,
@@ -268,8 +266,7 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
             return Ok(());
         }
         ToolCmd::OauthDisconnect { tool } => {
-            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?});
-            let reply = ctx.mgmt("DisconnectMCPServerOAuth", body).await?;
+            let reply = on_tool(ctx, "DisconnectMCPServerOAuth", &tool, json!({})).await?;
             done(
                 ctx,
                 &reply,
@@ -278,8 +275,8 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
             return Ok(());
         }
         ToolCmd::Sync { tool, act_as_sub } => {
-            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?, "act_as_sub": act_as_sub});
-            let reply = ctx.mgmt("SyncMCPServerConnectionTools", body).await?;
+            let extra = json!({"act_as_sub": act_as_sub});
+            let reply = on_tool(ctx, "SyncMCPServerConnectionTools", &tool, extra).await?;
             output::list(ctx.json, &reply, "tools", &["/name", "/status"]);
             return Ok(());
         }
@@ -315,6 +312,13 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
     };
     output::show(ctx.json, &reply, FIELDS);
     Ok(())
+}
+
+/// Runs a management operation on the tool connection named (or with this id), with `extra`
+/// fields beside its `connection_id`.
+async fn on_tool(ctx: &Ctx, op: &str, tool: &str, mut extra: Value) -> anyhow::Result<Value> {
+    extra["connection_id"] = json!(ctx.resolve(Kind::Tool, tool).await?);
+    ctx.mgmt(op, extra).await
 }
 
 async fn status(

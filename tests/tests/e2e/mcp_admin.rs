@@ -7,7 +7,7 @@ use portcullis_tests::controlplane::{AGENTS, MGMT};
 use portcullis_tests::{on_both_backends, python, ControlPlane};
 use serde_json::{json, Value};
 
-use crate::tools::report;
+use crate::tools::{deployment_token, report};
 
 const AUDIT: &str = "svc.audit.v1.AuditService";
 
@@ -128,23 +128,11 @@ async fn families_through_the_python_sdk(cp: &ControlPlane) {
 }
 
 async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &str) {
-    let deployment = cp
-        .ok(
-            MGMT,
-            "CreateDeployment",
-            cp.body(json!({"name": "d", "public_url": "http://gw.test"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let deployment = deployment_token(cp).await;
     report(cp, &deployment, tool_id, &["echo", "add"]).await;
-    let other = cp
-        .ok(MGMT, "CreateGateway", cp.body(json!({"name": "other"})))
-        .await["gateway"]["gateway_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    // A gateway without the model, for the member-remove refusal below.
+    cp.ok(MGMT, "CreateGateway", cp.body(json!({"name": "other"})))
+        .await;
     let other_quota = cp
         .ok(
             MGMT,
@@ -296,7 +284,6 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
     );
     let connect_reach = cp.ok(AGENTS, "ListToolReach", cp.body(json!({}))).await;
     assert_eq!(connect_reach, reach, "the MCP result is the Connect reply");
-    let _ = other;
 }
 
 async fn viewer_cannot_manage(cp: &ControlPlane) {

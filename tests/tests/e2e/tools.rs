@@ -19,7 +19,7 @@ fn tid(t: &Value) -> String {
     t["connection_id"].as_str().unwrap().to_string()
 }
 
-async fn deployment_token(cp: &ControlPlane) -> String {
+pub async fn deployment_token(cp: &ControlPlane) -> String {
     let d = cp.ok(MGMT, "CreateDeployment", cp.body(json!({"name": format!("d{}", uuid::Uuid::new_v4().simple()), "public_url": "http://gw.test"}))).await;
     d["token"].as_str().unwrap().to_string()
 }
