@@ -332,6 +332,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(tools::rest::routes())
         .merge(crate::mcp_admin::routes())
         .merge(crate::provision::routes())
+        .merge(crate::oauth::flow::routes())
         .fallback(fallback)
         .with_state(app)
 }

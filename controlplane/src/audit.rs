@@ -251,6 +251,7 @@ async fn purge_expired(store: &Store, days: u32) {
         store::quotas::purge_spend(tx.conn(), today - SPEND_KEPT_DAYS).await?;
         // Provision links last minutes; a day later nobody needs to be told one expired.
         store::provision::purge(tx.conn(), now_ms() - 24 * 3600 * 1000).await?;
+        store::oauth_flows::purge(tx.conn(), now_ms()).await?;
         tx.commit().await?;
         Ok::<u64, StoreError>(n)
     }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod mcp_admin;
 pub mod metrics;
+pub mod oauth;
 pub mod provision;
 pub mod rules;
 pub mod snapshot;
@@ -37,6 +38,8 @@ pub struct App {
     pub audit: audit::Hub,
     pub config: Config,
     pub webhooks: webhooks::Hooks,
+    /// The OAuth client of upstream providers.
+    pub oauth: oauth::OAuth,
     /// Where people reach this service (links in replies start with it).
     pub base_url: String,
 }
@@ -98,6 +101,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             .unwrap_or_else(|| format!("http://{addr}")),
         config,
         webhooks: hooks,
+        oauth: oauth::OAuth::default(),
     });
     let (shutdown, mut stop) = tokio::sync::watch::channel(false);
     let retention = audit::spawn_retention(

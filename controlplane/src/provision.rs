@@ -1,7 +1,9 @@
 //! The page a person opens from a `provision_url` (DESIGN §14): `GET /provision/{token}`
 //! shows a form for their API key of one per-user connection; `POST` stores it sealed for
-//! that person and uses the link up. A link works once, for ten minutes; the key is never
-//! shown back, logged or audited.
+//! that person and uses the link up. On an OAuth connection the same link (and an
+//! administrator's `/connect/{token}`) sends the browser to the provider instead
+//! ([`crate::oauth::flow`]). A link works once, for ten minutes; the key is never shown back,
+//! logged or audited.
 
 use std::sync::Arc;
 
@@ -24,7 +26,9 @@ use crate::App;
 const MAX_KEY_BYTES: usize = 16 * 1024;
 
 pub fn routes() -> Router<Arc<App>> {
-    Router::new().route("/provision/{token}", get(show).post(save))
+    Router::new()
+        .route("/provision/{token}", get(show).post(save))
+        .route("/connect/{token}", get(show))
 }
 
 /// Why a link cannot be used, as the person reads it.
@@ -45,11 +49,17 @@ impl Refusal {
     }
 }
 
-/// The link's row and connection, or why it cannot be used.
+/// What a link is for: a person's key, or a consent at the provider.
+enum Purpose {
+    Key(PerUser),
+    Consent,
+}
+
+/// The link's row and what it is for, or why it cannot be used.
 async fn open(
     app: &App,
     token: &str,
-) -> ApiResult<Result<(provision::ProvisionRow, PerUser), Refusal>> {
+) -> ApiResult<Result<(provision::ProvisionRow, Purpose), Refusal>> {
     let mut conn = app.store.read().await?;
     let Some(row) = provision::get(&mut conn, &keys::hash(token)).await? else {
         return Ok(Err(Refusal::Unknown));
@@ -60,14 +70,27 @@ async fn open(
     if row.expires_at <= now_ms() {
         return Ok(Err(Refusal::Expired));
     }
+    // An administrator's shared consent has no person.
+    if row.subject.is_empty() {
+        return Ok(Ok((row, Purpose::Consent)));
+    }
     let owner = Owner::parse(&row.owner_kind).unwrap_or(Owner::Tool);
     let c = peruser::per_user(&mut conn, &row.workspace_id, owner, &row.owner_id).await?;
-    Ok(Ok((row, c)))
+    let purpose = if c.oauth {
+        Purpose::Consent
+    } else {
+        Purpose::Key(c)
+    };
+    Ok(Ok((row, purpose)))
 }
 
 async fn show(State(app): State<Arc<App>>, Path(token): Path<String>) -> Response {
     match open(&app, &token).await {
-        Ok(Ok((row, c))) => {
+        Ok(Ok((row, Purpose::Consent))) => match crate::oauth::flow::start(&app, &row).await {
+            Ok(Ok(redirect) | Err(redirect)) => redirect,
+            Err(e) => failure(&e),
+        },
+        Ok(Ok((row, Purpose::Key(c)))) => {
             let what = if c.owner == Owner::Model {
                 "model"
             } else {
@@ -117,7 +140,12 @@ async fn save(State(app): State<Arc<App>>, Path(token): Path<String>, body: Byte
 /// Uses the link up and stores the key, in one transaction; the connection's name.
 async fn store(app: &App, token: &str, key: &str) -> ApiResult<Result<String, Refusal>> {
     let (row, c) = match open(app, token).await? {
-        Ok(found) => found,
+        Ok((row, Purpose::Key(c))) => (row, c),
+        Ok((_, Purpose::Consent)) => {
+            return Err(crate::error::invalid(
+                "this connection takes consent at the provider, not a key: open the link",
+            ))
+        }
         Err(refusal) => return Ok(Err(refusal)),
     };
     let values = c.secret(key).map_err(crate::error::invalid)?;
@@ -162,7 +190,7 @@ async fn store(app: &App, token: &str, key: &str) -> ApiResult<Result<String, Re
     Ok(Ok(c.name))
 }
 
-fn failure(e: &crate::error::ApiError) -> Response {
+pub(crate) fn failure(e: &crate::error::ApiError) -> Response {
     if e.is_internal() {
         tracing::error!(error = %e, "Provision page failed.");
     }
@@ -178,7 +206,7 @@ fn failure(e: &crate::error::ApiError) -> Response {
 }
 
 /// A small self-contained page: never cached, never framed, never sending the link on.
-fn page(status: StatusCode, title: &str, body: &str) -> Response {
+pub(crate) fn page(status: StatusCode, title: &str, body: &str) -> Response {
     let html = format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title} · Portcullis</title>\
          <meta name=\"viewport\" content=\"width=device-width\"></head>\
@@ -197,7 +225,7 @@ fn page(status: StatusCode, title: &str, body: &str) -> Response {
         .into_response()
 }
 
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

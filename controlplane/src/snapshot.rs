@@ -295,7 +295,11 @@ async fn tool_connections(
             ),
             Protocol::Rest => (None, None),
         };
-        let secrets = credentials::open_shared(conn, cipher, Owner::Tool, &t.id).await?;
+        // An OAuth grant is not a header: gateways ask for its current access token.
+        let secrets = match t.auth_method == AuthMethod::OAuth.as_str() {
+            true => None,
+            false => credentials::open_shared(conn, cipher, Owner::Tool, &t.id).await?,
+        };
         out.push(SnapTool {
             protocol,
             http,

@@ -29,7 +29,7 @@ pub mod route;
 pub mod server;
 pub mod snapshot;
 pub mod spend;
-pub mod sse;
+pub use portcullis_shared::sse;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -115,6 +115,15 @@ impl Gateway {
     /// This thread's pooled upstream client.
     pub fn http(&self) -> reqwest::Client {
         HTTP.with(|cell| cell.get_or_init(upstream_client).clone())
+    }
+
+    /// How MCP requests reach upstreams over HTTP.
+    pub fn mcp_link(&self) -> portcullis_shared::mcp_client::Link {
+        portcullis_shared::mcp_client::Link {
+            http: self.http(),
+            timeout: self.config.upstream_timeout(),
+            client_name: mcp::upstream::GATEWAY_CLIENT,
+        }
     }
 }
 

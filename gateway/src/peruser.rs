@@ -4,7 +4,7 @@
 //! within that bound. A person without one gets a one-use link to provide it; that answer is
 //! never cached.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use portcullis_shared::snapshot::{CredentialOwner, GetCredentialRequest, GetCred
 
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
+use crate::snapshot::Compiled;
 use crate::Gateway;
 
 /// Longest a fetched credential is used before it is asked for again: under the 60 s bound
@@ -37,7 +38,7 @@ pub struct Missing {
     pub expires_at: String,
 }
 
-/// One connection's fetched credentials by subject, with when each was fetched.
+/// One connection's fetched credentials by subject, with when each must be fetched again.
 type People = HashMap<String, (Instant, Headers)>;
 
 /// Fetched credentials by connection id, then subject: a hit allocates nothing.
@@ -51,19 +52,43 @@ impl Credentials {
         let map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         map.get(connection_id)?
             .get(subject)
-            .filter(|(at, _)| at.elapsed() < TTL)
+            .filter(|(until, _)| Instant::now() < *until)
             .map(|(_, h)| h.clone())
     }
 
-    fn keep(&self, connection_id: &str, subject: &str, headers: Headers) {
+    fn keep(&self, connection_id: &str, subject: &str, headers: Headers, ttl: Duration) {
+        let now = Instant::now();
         let mut map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         for people in map.values_mut() {
-            people.retain(|_, (at, _)| at.elapsed() < TTL);
+            people.retain(|_, (until, _)| now < *until);
         }
         map.retain(|_, people| !people.is_empty());
         map.entry(connection_id.to_string())
             .or_default()
-            .insert(subject.to_string(), (Instant::now(), headers));
+            .insert(subject.to_string(), (now + ttl, headers));
+    }
+
+    /// Forgets the credentials of tool connections that changed or went away between two
+    /// snapshots: a new configuration may mean a new credential.
+    pub fn forget_changed(&self, before: &Compiled, after: &Compiled) {
+        let now: HashSet<(&str, &str)> = after
+            .tools
+            .values()
+            .map(|t| (t.id.as_str(), t.fingerprint.as_str()))
+            .collect();
+        let changed: Vec<&str> = before
+            .tools
+            .values()
+            .filter(|t| !now.contains(&(t.id.as_str(), t.fingerprint.as_str())))
+            .map(|t| t.id.as_str())
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let mut map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        for id in changed {
+            map.remove(id);
+        }
     }
 
     /// The person's headers for the connection, or where to provide them.
@@ -85,7 +110,13 @@ impl Credentials {
                     headers: headers(&values.0)?,
                     digest: portcullis_shared::keys::hash(&text.join("\n")),
                 });
-                self.keep(connection_id, subject, headers.clone());
+                // An OAuth access token is asked for again before it is due for refresh.
+                let ttl = answer
+                    .cache_seconds
+                    .map_or(TTL, |s| TTL.min(Duration::from_secs(s)));
+                if !ttl.is_zero() {
+                    self.keep(connection_id, subject, headers.clone(), ttl);
+                }
                 Ok(Ok(headers))
             }
             (None, Some(provision_url)) => Ok(Err(Missing {
@@ -152,11 +183,8 @@ async fn fetch(
         connection_id: connection_id.to_string(),
         subject: subject.to_string(),
     };
-    let unavailable = |why: String| {
-        GatewayError::Upstream(format!(
-            "the person's credential could not be fetched: {why}"
-        ))
-    };
+    let unavailable =
+        |why: String| GatewayError::Upstream(format!("the credential could not be fetched: {why}"));
     let response = gw
         .http()
         .post(url)
@@ -166,11 +194,14 @@ async fn fetch(
         .send()
         .await
         .map_err(|_| unavailable("the control plane is unreachable".into()))?;
-    if !response.status().is_success() {
-        return Err(unavailable(format!(
-            "the control plane answered {}",
-            response.status()
-        )));
+    let status = response.status();
+    if !status.is_success() {
+        // The control plane's reason (a connection not connected yet, …) is the caller's too.
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        return Err(unavailable(match body["message"].as_str() {
+            Some(m) => m.to_string(),
+            None => format!("the control plane answered {status}"),
+        }));
     }
     response
         .json()

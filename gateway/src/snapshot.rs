@@ -120,14 +120,17 @@ pub enum ToolTransport {
 pub struct ToolEntry {
     pub id: String,
     pub name: String,
-    /// Each person calls with their own API key ([`crate::peruser`]).
+    /// Each person calls with their own API key or OAuth grant ([`crate::peruser`]).
     pub per_user: bool,
+    /// Calls carry the connection's shared OAuth access token, asked of the control plane
+    /// and refreshed there ([`crate::peruser`], subject `""`).
+    pub shared_oauth: bool,
     pub transport: ToolTransport,
     /// Operation → (status, message). Operations not in the catalog are not served.
     pub catalog: HashMap<String, (portcullis_shared::api::tools::ToolStatus, Option<String>)>,
     /// Changes whenever anything that affects calling the upstream changes.
     pub fingerprint: String,
-    /// Why calls cannot be made (per-user or OAuth credentials, a cleared URL, …).
+    /// Why calls cannot be made (a cleared URL, a stdio tool on a gateway that runs none, …).
     pub unavailable: Option<String>,
     /// Secret values, to scrub from error messages.
     pub secret_values: Vec<String>,

@@ -35,6 +35,12 @@ pub mod types {
     pub const RULE_BUNDLE_DEPLOYED: &str = "authorization.rule_bundle.deployed";
     /// A person stored their own credential for a per-user connection (never the value).
     pub const CREDENTIAL_PROVISIONED: &str = "credential.provisioned";
+    /// An administrator's consent stored a connection's shared OAuth grant.
+    pub const OAUTH_CONNECTED: &str = "oauth.connected";
+    /// A connection's OAuth grants were revoked and deleted.
+    pub const OAUTH_DISCONNECTED: &str = "oauth.disconnected";
+    /// The provider refused to refresh a grant: it was deleted (never the token).
+    pub const OAUTH_REFRESH_FAILED: &str = "oauth.refresh_failed";
 }
 
 pub mod results {

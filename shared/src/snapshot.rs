@@ -440,7 +440,8 @@ pub struct GetCredentialRequest {
     pub workspace_id: Option<String>,
     pub owner: CredentialOwner,
     pub connection_id: String,
-    /// The verified act-as `sub` of the person.
+    /// The verified act-as `sub` of the person; `""` asks for a shared OAuth connection's
+    /// current access token.
     pub subject: String,
 }
 
@@ -461,4 +462,8 @@ pub struct GetCredentialResponse {
     pub provision_url: Option<String>,
     #[serde(default)]
     pub expires_at: Option<String>,
+    /// How long the credential may be used before it is asked for again (an OAuth access
+    /// token is refreshed ahead of its expiry); absent: the gateway's own bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_seconds: Option<u64>,
 }

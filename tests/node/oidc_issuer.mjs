@@ -13,8 +13,21 @@
 //        eddsa.
 //   POST /_test/rotate  {"kid"}: a new RS256 key (k2, k3, …) replaces the current one, in the
 //        JWKS, in issued tokens and in forged ones; the provider is rebuilt with it.
-//   GET  /_test/stats  {"jwks_hits", "discovery_hits"}: requests to the JWKS and discovery
-//        document so far.
+//   GET  /_test/stats  {"jwks_hits", "discovery_hits", "registrations", "refresh_grants",
+//        "revocations", "introspections"}: requests to the JWKS and discovery document, dynamic
+//        client registrations, refresh-token grants, revocations and introspections so far.
+//   GET  /_test/browse?url=&login=  {"status", "url", "body"}: a browser that opens `url`
+//        (any host), follows every redirect, logs in as `login` and consents at this
+//        provider's pages, and returns the first other page it lands on.
+//   POST /_test/access_ttl?seconds=  {}: the lifetime of access tokens issued for resource
+//        servers from now on (default 3600).
+//
+// As an OAuth authorization server for MCP servers it has: dynamic client registration
+// (open, RFC 7591), refresh tokens for every client allowed the grant, revocation (revoking a
+// refresh token ends its grant and every token of it), resource indicators (RFC 8707: any
+// absolute URL is a resource server with scope `tools`, opaque access tokens) and
+// introspection, where resource servers authenticate as `portcullis-rs` /
+// `portcullis-rs-secret`.
 //
 // Packages come from `$PORTCULLIS_NPM_DIR/node_modules` (default
 // `~/.cache/portcullis-npm/node_modules`), where `scripts/test` installs tests/node/package.json.
@@ -36,6 +49,8 @@ const { default: Provider } = await load('oidc-provider');
 
 const CLIENT_ID = 'portcullis-agent';
 const CLIENT_SECRET = 'portcullis-agent-secret';
+const RESOURCE_SERVER_ID = 'portcullis-rs';
+const RESOURCE_SERVER_SECRET = 'portcullis-rs-secret';
 const DISCOVERY_PATH = '/.well-known/openid-configuration';
 const JWKS_PATH = '/jwks';
 
@@ -61,6 +76,11 @@ let redirectUri;
 let handler;
 let jwksHits = 0;
 let discoveryHits = 0;
+let registrations = 0;
+let refreshGrants = 0;
+let revocations = 0;
+let introspections = 0;
+let accessTtl = 3600;
 
 function buildProvider() {
   const provider = new Provider(issuer, {
@@ -74,6 +94,14 @@ function buildProvider() {
         token_endpoint_auth_method: 'client_secret_post',
         id_token_signed_response_alg: 'RS256',
       },
+      {
+        client_id: RESOURCE_SERVER_ID,
+        client_secret: RESOURCE_SERVER_SECRET,
+        redirect_uris: [],
+        grant_types: [],
+        response_types: [],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
     ],
     jwks: { keys: [current.jwk, es256.jwk, eddsa.jwk] },
     claims: { openid: ['sub'], email: ['email'], groups: ['groups'] },
@@ -83,9 +111,28 @@ function buildProvider() {
     pkce: { required: () => true },
     // Set so the provider does not print a notice for each default it falls back on.
     ttl: {
-      AccessToken: 3600, Grant: 3600, IdToken: 3600, Interaction: 600, Session: 3600,
+      // A resource server's tokens live as long as /_test/access_ttl says.
+      AccessToken: (ctx, token) => token.resourceServer?.accessTokenTTL ?? 3600,
+      Grant: 3600, IdToken: 3600, Interaction: 600, Session: 3600, RefreshToken: 86400,
     },
-    features: { devInteractions: { enabled: true } },
+    features: {
+      devInteractions: { enabled: true },
+      registration: { enabled: true },
+      revocation: { enabled: true },
+      introspection: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => undefined,
+        useGrantedResource: () => true,
+        getResourceServerInfo: () => ({
+          scope: 'tools',
+          accessTokenFormat: 'opaque',
+          accessTokenTTL: accessTtl,
+        }),
+      },
+    },
+    // Every client allowed the grant gets a refresh token, not only `offline_access` ones.
+    issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
     async findAccount(ctx, sub) {
       const wanted = requested.get(sub) ?? {};
       return {
@@ -101,6 +148,9 @@ function buildProvider() {
     },
   });
   provider.on('server_error', (ctx, err) => console.error('oidc-provider server_error:', err));
+  provider.on('grant.success', (ctx) => {
+    if (ctx.oidc.params.grant_type === 'refresh_token') refreshGrants += 1;
+  });
   return provider.callback();
 }
 
@@ -108,7 +158,8 @@ function buildProvider() {
 
 const b64url = (bytes) => Buffer.from(bytes).toString('base64url');
 
-async function runCodeFlow(sub) {
+// A cookie jar and `fetch` that keeps it, never following redirects itself.
+function browser() {
   const jar = new Map();
   const cookieHeader = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
   const remember = (response) => {
@@ -136,6 +187,47 @@ async function runCodeFlow(sub) {
     return response;
   };
 
+  return request;
+}
+
+// Follows redirects from `response`, logging in as `login` and consenting at this provider's
+// interaction pages, until a redirect to `stopAt` (returned as a URL) or another page (returned
+// as the response, with its URL).
+async function follow(request, response, url, login, stopAt) {
+  for (let step = 0; step < 30; step++) {
+    if (response.status >= 300 && response.status < 400) {
+      const location = new URL(response.headers.get('location'), url);
+      if (stopAt && location.href.startsWith(stopAt)) return { redirect: location };
+      url = location;
+      response = await request(location);
+      continue;
+    }
+    const interaction = url.href.startsWith(`${issuer}/interaction/`);
+    if (!interaction) return { response, url };
+    const html = await response.text();
+    if (response.status !== 200) {
+      throw new Error(`unexpected ${response.status} from the flow: ${html.slice(0, 500)}`);
+    }
+    const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
+    const prompt = /name="prompt" value="([^"]+)"/.exec(html)?.[1];
+    if (!action || !prompt) throw new Error(`no interaction form in: ${html.slice(0, 500)}`);
+    const form = new URLSearchParams({ prompt });
+    if (prompt === 'login') {
+      form.set('login', login);
+      form.set('password', 'any');
+    }
+    url = new URL(action.replaceAll('&amp;', '&'), issuer);
+    response = await request(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: form.toString(),
+    });
+  }
+  throw new Error('the flow did not end after 30 steps');
+}
+
+async function runCodeFlow(sub) {
+  const request = browser();
   const verifier = b64url(randomBytes(32));
   const challenge = b64url(createHash('sha256').update(verifier).digest());
   const state = b64url(randomBytes(16));
@@ -152,41 +244,15 @@ async function runCodeFlow(sub) {
     code_challenge_method: 'S256',
   }).toString();
 
-  let response = await request(auth);
-  let code;
-  for (let step = 0; step < 20 && code === undefined; step++) {
-    if (response.status >= 300 && response.status < 400) {
-      const location = new URL(response.headers.get('location'), issuer);
-      if (location.href.startsWith(redirectUri)) {
-        const error = location.searchParams.get('error');
-        if (error) {
-          throw new Error(`authorization failed: ${error}: ${location.searchParams.get('error_description')}`);
-        }
-        if (location.searchParams.get('state') !== state) throw new Error('state mismatch');
-        code = location.searchParams.get('code');
-        break;
-      }
-      response = await request(location);
-      continue;
-    }
-    const html = await response.text();
-    if (response.status !== 200) {
-      throw new Error(`unexpected ${response.status} from the flow: ${html.slice(0, 500)}`);
-    }
-    const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
-    const prompt = /name="prompt" value="([^"]+)"/.exec(html)?.[1];
-    if (!action || !prompt) throw new Error(`no interaction form in: ${html.slice(0, 500)}`);
-    const form = new URLSearchParams({ prompt });
-    if (prompt === 'login') {
-      form.set('login', sub);
-      form.set('password', 'any');
-    }
-    response = await request(action.replaceAll('&amp;', '&'), {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: form.toString(),
-    });
+  const end = await follow(request, await request(auth), auth, sub, redirectUri);
+  if (!end.redirect) throw new Error(`the flow ended at ${end.url} (${end.response.status})`);
+  const location = end.redirect;
+  const error = location.searchParams.get('error');
+  if (error) {
+    throw new Error(`authorization failed: ${error}: ${location.searchParams.get('error_description')}`);
   }
+  if (location.searchParams.get('state') !== state) throw new Error('state mismatch');
+  const code = location.searchParams.get('code');
   if (!code) throw new Error('the flow did not reach the redirect_uri');
 
   const token = await fetch(new URL('/token', issuer), {
@@ -308,7 +374,24 @@ async function testRoute(req, res, url) {
       handler = buildProvider();
       return json(res, 200, { kid: current.kid });
     case 'GET /_test/stats':
-      return json(res, 200, { jwks_hits: jwksHits, discovery_hits: discoveryHits });
+      return json(res, 200, {
+        jwks_hits: jwksHits,
+        discovery_hits: discoveryHits,
+        registrations,
+        refresh_grants: refreshGrants,
+        revocations,
+        introspections,
+      });
+    case 'GET /_test/browse': {
+      const start = new URL(url.searchParams.get('url') || '');
+      const request = browser();
+      const end = await follow(request, await request(start), start, url.searchParams.get('login') || 'alice');
+      return json(res, 200, { status: end.response.status, url: end.url.href, body: await end.response.text() });
+    }
+    case 'POST /_test/access_ttl':
+      accessTtl = Number(url.searchParams.get('seconds'));
+      if (!(accessTtl > 0)) throw new BadRequest('seconds must be a positive number');
+      return json(res, 200, {});
     default:
       return json(res, 404, { error: `no test route ${route}` });
   }
@@ -328,6 +411,9 @@ const server = http.createServer((req, res) => {
   }
   if (url.pathname === JWKS_PATH) jwksHits += 1;
   if (url.pathname === DISCOVERY_PATH) discoveryHits += 1;
+  if (req.method === 'POST' && url.pathname === '/reg') registrations += 1;
+  if (url.pathname === '/token/revocation') revocations += 1;
+  if (url.pathname === '/token/introspection') introspections += 1;
   handler(req, res);
 });
 

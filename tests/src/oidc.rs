@@ -101,7 +101,34 @@ impl OidcIssuer {
         self.stat("discovery_hits").await
     }
 
-    async fn stat(&self, name: &str) -> u64 {
+    /// A browser opening `url`: it follows every redirect, logs in at this provider as
+    /// `login` and consents, and returns the status and body of the page it ends on.
+    pub async fn browse(&self, url: &str, login: &str) -> (u16, String) {
+        let body = self
+            .call(
+                reqwest::Method::GET,
+                "browse",
+                &[("url", url), ("login", login)],
+            )
+            .await;
+        let status = body["status"].as_u64().expect("browse status") as u16;
+        (status, string_field(&body, "body"))
+    }
+
+    /// The lifetime of access tokens issued for resource servers from now on.
+    pub async fn set_access_ttl(&self, seconds: u64) {
+        let seconds = seconds.to_string();
+        self.call(
+            reqwest::Method::POST,
+            "access_ttl",
+            &[("seconds", &seconds)],
+        )
+        .await;
+    }
+
+    /// A counter of the provider's: `registrations`, `refresh_grants`, `revocations`,
+    /// `introspections`, `jwks_hits`, `discovery_hits`.
+    pub async fn stat(&self, name: &str) -> u64 {
         let body = self.call(reqwest::Method::GET, "stats", &[]).await;
         body[name]
             .as_u64()

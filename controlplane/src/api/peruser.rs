@@ -15,6 +15,7 @@ use portcullis_shared::snapshot::{
 
 use super::{unary, views, Access, Ctx, Operation};
 use crate::error::{invalid, not_found, precondition, ApiResult};
+use crate::oauth;
 use crate::store::credentials::{self, Owner};
 use crate::store::{models, now_ms, provision, tools, Conn};
 use crate::validate;
@@ -49,6 +50,8 @@ pub struct PerUser {
     provider: Option<String>,
     /// A tool's header and scheme (an installed adapter's), when not `Authorization: Bearer`.
     header: Option<(String, String)>,
+    /// Each person consents at the provider (per-user OAuth) instead of entering a key.
+    pub oauth: bool,
 }
 
 impl PerUser {
@@ -125,10 +128,10 @@ async fn per_user_of(
             "'{name}' does not use per-user credentials"
         )));
     }
-    if method != AuthMethod::ApiKey.as_str() {
+    let oauth = method == AuthMethod::OAuth.as_str();
+    if oauth && owner == Owner::Model {
         return Err(precondition(format!(
-            "'{name}' uses per-user OAuth, which needs the person's consent at the provider; this \
-             control plane stores per-user API keys only"
+            "model '{name}' uses per-user OAuth, which models cannot use yet: use per-user API keys"
         )));
     }
     Ok(PerUser {
@@ -137,15 +140,18 @@ async fn per_user_of(
         name,
         provider,
         header,
+        oauth,
     })
 }
 
-/// A fresh one-use link for `subject` to store their credential for the connection.
+/// A fresh one-use link for `subject` (`""`: an administrator's shared consent) to store
+/// their credential for the connection, on the page `/{page}/{token}`.
 pub async fn mint_link(
     ctx: &Ctx,
     ws: &str,
-    c: &PerUser,
+    (owner, id): (Owner, &str),
     subject: &str,
+    page: &str,
 ) -> ApiResult<(String, String)> {
     let token = link_token();
     let expires_at = now_ms() + LINK_TTL_MS;
@@ -155,8 +161,8 @@ pub async fn mint_link(
         &provision::ProvisionRow {
             token_hash: keys::hash(&token),
             workspace_id: ws.to_string(),
-            owner_kind: c.owner.as_str().to_string(),
-            owner_id: c.id.clone(),
+            owner_kind: owner.as_str().to_string(),
+            owner_id: id.to_string(),
             subject: subject.to_string(),
             expires_at,
             used_at: None,
@@ -165,7 +171,7 @@ pub async fn mint_link(
     .await?;
     tx.commit().await?;
     Ok((
-        format!("{}/provision/{token}", ctx.app.base_url),
+        format!("{}/{page}/{token}", ctx.app.base_url),
         views::ts(expires_at),
     ))
 }
@@ -185,31 +191,75 @@ fn owner_of(o: CredentialOwner) -> Owner {
 
 async fn get_credential(ctx: Ctx, req: GetCredentialRequest) -> ApiResult<GetCredentialResponse> {
     let ws = ctx.workspace_id().to_string();
-    if req.subject.is_empty() || req.subject.len() > 320 {
+    if req.subject.len() > 320 {
         return Err(invalid(
-            "subject must be the person's verified act-as sub and its source (1–320 characters)",
+            "subject must be the person's verified act-as sub and its source (up to 320 characters)",
         ));
+    }
+    if req.subject.is_empty() {
+        return shared_oauth(&ctx, &ws, &req.connection_id).await;
     }
     let owner = owner_of(req.owner);
     let mut conn = ctx.store().read().await?;
     let c = per_user(&mut conn, &ws, owner, &req.connection_id).await?;
-    let stored =
-        credentials::open(&mut conn, ctx.store().cipher(), owner, &c.id, &req.subject).await?;
-    drop(conn);
-    if let Some(values) = stored {
+    let stored = if c.oauth {
+        let oc = oauth::tool(&ctx.app, &mut conn, &ws, &c.id).await?;
+        drop(conn);
+        oauth::tokens::current(&ctx.app, &oc, &req.subject)
+            .await?
+            .map(|g| g.header(now_ms()))
+            .map(|(h, keep)| (h, Some(keep)))
+    } else {
+        let values =
+            credentials::open(&mut conn, ctx.store().cipher(), owner, &c.id, &req.subject).await?;
+        values.map(|v| (v, None))
+    };
+    if let Some((values, cache_seconds)) = stored {
         return Ok(GetCredentialResponse {
             secret_values: Some(Secrets(values)),
             connection_name: c.name,
             provision_url: None,
             expires_at: None,
+            cache_seconds,
         });
     }
-    let (url, expires_at) = mint_link(&ctx, &ws, &c, &req.subject).await?;
+    let (url, expires_at) =
+        mint_link(&ctx, &ws, (c.owner, &c.id), &req.subject, "provision").await?;
     Ok(GetCredentialResponse {
         secret_values: None,
         connection_name: c.name,
         provision_url: Some(url),
         expires_at: Some(expires_at),
+        cache_seconds: None,
+    })
+}
+
+/// A shared OAuth tool's current access token (refreshed when due).
+async fn shared_oauth(ctx: &Ctx, ws: &str, id: &str) -> ApiResult<GetCredentialResponse> {
+    let id = validate::id("connection_id", id)?;
+    let mut conn = ctx.store().read().await?;
+    let c = oauth::tool(&ctx.app, &mut conn, ws, &id).await?;
+    drop(conn);
+    if c.per_user {
+        return Err(invalid(format!(
+            "tool '{}' uses each person's own grant: the subject is required",
+            c.name
+        )));
+    }
+    let Some(grant) = oauth::tokens::current(&ctx.app, &c, "").await? else {
+        return Err(precondition(format!(
+            "tool '{}' is not connected: an administrator must complete its OAuth consent \
+             (BeginMCPServerOAuthConnect)",
+            c.name
+        )));
+    };
+    let (values, keep) = grant.header(now_ms());
+    Ok(GetCredentialResponse {
+        secret_values: Some(Secrets(values)),
+        connection_name: c.name,
+        provision_url: None,
+        expires_at: None,
+        cache_seconds: Some(keep),
     })
 }
 
@@ -257,6 +307,7 @@ mod tests {
             name: "t".into(),
             provider: None,
             header: header.map(|(h, s)| (h.to_string(), s.to_string())),
+            oauth: false,
         }
     }
 

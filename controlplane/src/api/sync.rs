@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use portcullis_shared::api::tools::{ReportToolsRequest, ReportToolsResponse};
+use portcullis_shared::api::tools::{DiscoveredTool, ReportToolsRequest, ReportToolsResponse};
 use portcullis_shared::snapshot::{
     GetSnapshotRequest, GetSnapshotResponse, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS,
 };
@@ -13,7 +13,7 @@ use portcullis_shared::snapshot::{
 use super::{unary, Access, Ctx, Operation};
 use crate::error::{invalid, ApiResult};
 use crate::snapshot::{self, Deployment};
-use crate::store::{now_ms, tools, workspaces};
+use crate::store::{now_ms, tools, workspaces, Conn};
 
 pub fn operations() -> Vec<(&'static str, Operation)> {
     vec![
@@ -32,20 +32,38 @@ async fn report_tools(ctx: Ctx, req: ReportToolsRequest) -> ApiResult<ReportTool
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
     let row = crate::api::tools::load(tx.conn(), &ws, &req.connection_id).await?;
+    let (added, changed) = record(tx.conn(), &row.id, &req.tools).await?;
+    if changed {
+        tx.commit().await?;
+        tracing::info!(connection_id = %row.id, added, "Tool catalog updated from discovery.");
+    }
+    Ok(ReportToolsResponse { added })
+}
+
+/// Records operations seen upstream (unusable names skipped): how many were new, and whether
+/// anything changed.
+pub(crate) async fn record(
+    conn: &mut Conn,
+    connection_id: &str,
+    found: &[DiscoveredTool],
+) -> ApiResult<(u64, bool)> {
     let now = now_ms();
     let (mut added, mut changed) = (0u64, false);
-    for t in &req.tools {
+    for t in found {
         if t.name.is_empty() || t.name.len() > 128 || t.name.chars().any(char::is_whitespace) {
-            tracing::warn!(connection_id = %row.id, "A gateway reported an operation with an unusable name; skipped.");
+            tracing::warn!(
+                connection_id,
+                "An operation with an unusable name was seen; skipped."
+            );
             continue;
         }
-        let known = tools::catalog_entry(tx.conn(), &row.id, &t.name)
+        let known = tools::catalog_entry(conn, connection_id, &t.name)
             .await?
             .is_some();
         let schema = t.input_schema.as_ref().map(|s| s.to_string());
         if tools::record_discovered(
-            tx.conn(),
-            &row.id,
+            conn,
+            connection_id,
             &t.name,
             &t.description,
             schema.as_deref(),
@@ -59,11 +77,7 @@ async fn report_tools(ctx: Ctx, req: ReportToolsRequest) -> ApiResult<ReportTool
             }
         }
     }
-    if changed {
-        tx.commit().await?;
-        tracing::info!(connection_id = %row.id, added, "Tool catalog updated from discovery.");
-    }
-    Ok(ReportToolsResponse { added })
+    Ok((added, changed))
 }
 
 const RECHECK: Duration = Duration::from_secs(1);

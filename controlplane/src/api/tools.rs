@@ -5,17 +5,20 @@ pub mod adapters;
 pub mod catalog;
 pub mod rest;
 mod rules;
+mod upstream;
 
 use std::collections::BTreeMap;
 
 use portcullis_shared::api::tools::*;
 use portcullis_shared::api::workspace::Permission;
 use portcullis_shared::api::{AuthMethod, CredentialType, Empty};
+use portcullis_shared::audit::types;
 use serde_json::Value;
 
 use super::models::resolve_auth;
-use super::{unary, views, Access, Ctx, Operation};
-use crate::error::{exists, not_found, precondition, ApiResult};
+use super::{peruser, unary, views, Access, Ctx, Operation};
+use crate::error::{exists, invalid, not_found, precondition, ApiResult};
+use crate::oauth;
 use crate::store::credentials::{self, Owner};
 use crate::store::{gateways, now_ms, tools, Conn, WriteTx};
 use crate::validate;
@@ -316,58 +319,108 @@ async fn delete(ctx: Ctx, req: ToolConnectionIdRequest) -> ApiResult<Empty> {
 /// Manual sync is for per-user tools, with the administrator's own credential; shared tools
 /// are synced by the gateways.
 async fn sync(ctx: Ctx, req: ToolSubjectRequest) -> ApiResult<SyncToolsResponse> {
+    let ws = ctx.workspace_id().to_string();
     let mut conn = ctx.store().read().await?;
-    let row = load(&mut conn, ctx.workspace_id(), &req.connection_id).await?;
+    let row = load(&mut conn, &ws, &req.connection_id).await?;
     if row.credential_type != CredentialType::PerUser.as_str() {
         return Err(precondition(format!(
             "tool '{}' is not per-user; shared tools are synced by the gateways when they start and when the connection changes",
             row.name
         )));
     }
-    let subject = req
-        .act_as_sub
-        .as_deref()
+    let subject = admin_subject(req.act_as_sub.as_deref())?;
+    let credential = if row.auth_method == AuthMethod::OAuth.as_str() {
+        let c = oauth::tool(&ctx.app, &mut conn, &ws, &row.id).await?;
+        oauth::tokens::current(&ctx.app, &c, &subject)
+            .await?
+            .map(|g| g.header(now_ms()).0)
+    } else {
+        credentials::open(
+            &mut conn,
+            ctx.store().cipher(),
+            Owner::Tool,
+            &row.id,
+            &subject,
+        )
+        .await?
+    };
+    drop(conn);
+    let Some(credential) = credential else {
+        return Err(precondition(format!(
+            "no credential is stored for subject '{}' on tool '{}'; provision one first",
+            validate::clip(&subject),
+            row.name
+        )));
+    };
+    let listed = upstream::list_tools(&row, &credential).await?;
+    let mut tx = ctx.store().write(&ws).await?;
+    let found = DiscoveredTool::from_listed(&listed);
+    let (added, changed) = super::sync::record(tx.conn(), &row.id, &found).await?;
+    let mut out = Vec::new();
+    for c in tools::catalog(tx.conn(), &row.id).await? {
+        out.push(catalog::entry(&c, false)?);
+    }
+    if changed {
+        tx.commit().await?;
+    }
+    tracing::info!(connection_id = %row.id, added, "Per-user tool synced with an administrator's credential.");
+    Ok(SyncToolsResponse { tools: out })
+}
+
+/// The administrator a per-user consent or sync acts as: `act_as_sub`, else their email.
+/// (Platform keys carry no person's email to default to.)
+fn admin_subject(act_as_sub: Option<&str>) -> ApiResult<String> {
+    let subject = act_as_sub
         .filter(|s| !s.is_empty())
         .map(str::to_string)
-        .unwrap_or_else(|| {
-            ctx.principal
-                .as_platform()
-                .map(|p| p.key_name.clone())
-                .unwrap_or_default()
-        });
-    Err(precondition(format!(
-        "no credential is stored for subject '{}' on tool '{}'; provision one first",
-        validate::clip(&subject),
-        row.name
-    )))
-}
-
-async fn oauth_tool(ctx: &Ctx, connection_id: &str) -> ApiResult<tools::ToolRow> {
-    let mut conn = ctx.store().read().await?;
-    let row = load(&mut conn, ctx.workspace_id(), connection_id).await?;
-    if row.auth_method != AuthMethod::OAuth.as_str() {
-        return Err(precondition(format!(
-            "tool '{}' uses auth_method={}; OAuth connect and disconnect need auth_method=oauth",
-            row.name, row.auth_method
-        )));
+        .ok_or_else(|| {
+            invalid(
+                "act_as_sub is required on a per-user tool: name the administrator's own act-as \
+                 subject (the verified sub their agents act as)",
+            )
+        })?;
+    if subject.len() > 320 {
+        return Err(invalid("act_as_sub is longer than 320 characters"));
     }
-    Ok(row)
+    Ok(subject)
 }
 
+/// A one-time consent link: the tool's shared grant, or on a per-user tool the calling
+/// administrator's own.
 async fn begin_oauth(ctx: Ctx, req: ToolSubjectRequest) -> ApiResult<BeginOAuthConnectResponse> {
-    let row = oauth_tool(&ctx, &req.connection_id).await?;
-    Err(precondition(format!(
-        "OAuth consent for tool '{}' is not available in this control plane version",
-        row.name
-    )))
+    let ws = ctx.workspace_id().to_string();
+    let mut conn = ctx.store().read().await?;
+    let id = validate::id("connection_id", &req.connection_id)?;
+    let c = oauth::tool(&ctx.app, &mut conn, &ws, &id).await?;
+    drop(conn);
+    let subject = match c.per_user {
+        true => admin_subject(req.act_as_sub.as_deref())?,
+        false => String::new(),
+    };
+    // Endpoints and the client are found now, so a misconfiguration is reported here rather
+    // than to whoever opens the link.
+    oauth::provider(&ctx.app, &c, true).await?;
+    let (url, expires_at) =
+        peruser::mint_link(&ctx, &ws, (Owner::Tool, &c.id), &subject, "connect").await?;
+    Ok(BeginOAuthConnectResponse {
+        consent_url: url,
+        expires_at,
+    })
 }
 
+/// Revokes the tool's grants at the provider and deletes them; the client settings stay.
+/// Disconnecting a disconnected tool has no effect.
 async fn disconnect_oauth(ctx: Ctx, req: ToolConnectionIdRequest) -> ApiResult<Empty> {
-    let row = oauth_tool(&ctx, &req.connection_id).await?;
     let ws = ctx.workspace_id().to_string();
-    let mut tx = ctx.store().write(&ws).await?;
-    credentials::delete_all(tx.conn(), Owner::Tool, &row.id).await?;
-    tx.commit().await?;
+    let mut conn = ctx.store().read().await?;
+    let id = validate::id("connection_id", &req.connection_id)?;
+    let c = oauth::tool(&ctx.app, &mut conn, &ws, &id).await?;
+    drop(conn);
+    let revoked = oauth::tokens::revoke_all(&ctx.app, &c).await?;
+    if revoked > 0 {
+        let payload = serde_json::json!({"grants": revoked});
+        oauth::tokens::record(&ctx.app, &c, "", types::OAUTH_DISCONNECTED, payload).await;
+    }
     Ok(Empty {})
 }
 

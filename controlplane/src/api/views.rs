@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::error::ApiResult;
 use crate::store::credentials::{self, Owner};
-use crate::store::{gateways, models, pools, tools, workspaces, Conn};
+use crate::store::{gateways, models, now_ms, oauth_flows, pools, tools, workspaces, Conn};
 
 pub use crate::error::corrupt;
 pub use crate::store::ts;
@@ -183,16 +183,17 @@ pub async fn tool(
     {
         auth_config.insert("client_secret_set".into(), Value::Bool(true));
     }
-    let oauth_state = (auth_method == AuthMethod::OAuth
-        && credential_type == CredentialType::Shared)
-        .then(|| {
-            if has_credential {
-                "connected"
-            } else {
-                "disconnected"
-            }
-            .to_string()
-        });
+    let oauth_state = match (auth_method, credential_type) {
+        (AuthMethod::OAuth, CredentialType::Shared) if has_credential => Some("connected"),
+        (AuthMethod::OAuth, CredentialType::Shared)
+            if oauth_flows::shared_pending(conn, &row.id, now_ms()).await? =>
+        {
+            Some("consent_pending")
+        }
+        (AuthMethod::OAuth, CredentialType::Shared) => Some("disconnected"),
+        _ => None,
+    }
+    .map(str::to_string);
     let tool_count = tools::catalog(conn, &row.id).await?.len() as u64;
     Ok(ToolConnection {
         connection_id: row.id.clone(),

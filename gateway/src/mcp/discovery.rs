@@ -11,23 +11,6 @@ use serde_json::Value;
 use crate::snapshot::{Compiled, ToolEntry, ToolTransport};
 use crate::Gateway;
 
-fn to_reported(tools: &[Value]) -> Vec<DiscoveredTool> {
-    tools
-        .iter()
-        .filter_map(|t| {
-            Some(DiscoveredTool {
-                name: t.get("name")?.as_str()?.to_string(),
-                description: t
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                input_schema: t.get("inputSchema").cloned(),
-            })
-        })
-        .collect()
-}
-
 async fn report(gw: &Gateway, tool: &ToolEntry, tools: &[Value]) -> Result<(), String> {
     let url = format!(
         "{}/svc.sync.v1.SyncService/ReportTools",
@@ -36,7 +19,7 @@ async fn report(gw: &Gateway, tool: &ToolEntry, tools: &[Value]) -> Result<(), S
     let body = ReportToolsRequest {
         workspace_id: None,
         connection_id: tool.id.clone(),
-        tools: to_reported(tools),
+        tools: DiscoveredTool::from_listed(tools),
     };
     let response = gw
         .http()

@@ -5,67 +5,23 @@
 
 pub mod rest;
 mod stdio;
-mod streamable;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::snapshot::{ToolEntry, ToolTransport};
 use crate::Gateway;
 
+pub use portcullis_shared::mcp_client::{
+    initialize_params, outcome, HttpSession, UpstreamError, PROTOCOL_VERSION,
+};
 pub use stdio::StdioSession;
-pub use streamable::HttpSession;
 
-/// The protocol version the gateway asks upstreams for.
-pub const PROTOCOL_VERSION: &str = "2025-06-18";
-
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    /// The upstream answered with a JSON-RPC error: passed on as it is.
-    #[error("upstream error {code}: {message}")]
-    Rpc {
-        code: i64,
-        message: String,
-        data: Option<Value>,
-    },
-    /// No usable answer.
-    #[error("{0}")]
-    Transport(String),
-    /// The upstream forgot our session; initialize again.
-    #[error("the upstream session expired")]
-    SessionExpired,
-}
-
-/// The `initialize` request the gateway sends.
-pub fn initialize_params() -> Value {
-    json!({
-        "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "portcullis-gateway", "version": env!("CARGO_PKG_VERSION")}
-    })
-}
-
-/// Splits a JSON-RPC response into its result or error.
-pub fn outcome(message: Value) -> Result<Value, UpstreamError> {
-    if let Some(error) = message.get("error") {
-        return Err(UpstreamError::Rpc {
-            code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
-            message: error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("upstream error")
-                .to_string(),
-            data: error.get("data").cloned(),
-        });
-    }
-    message
-        .get("result")
-        .cloned()
-        .ok_or_else(|| UpstreamError::Transport("the upstream answered without a result".into()))
-}
+/// The name the gateway gives upstreams in `initialize`.
+pub const GATEWAY_CLIENT: &str = "portcullis-gateway";
 
 pub enum Session {
     Http(HttpSession),
@@ -83,7 +39,7 @@ impl Session {
         extra: &[(http::HeaderName, http::HeaderValue)],
     ) -> Result<Value, UpstreamError> {
         match self {
-            Session::Http(s) => s.call(gw, method, params, extra).await,
+            Session::Http(s) => s.call(&gw.mcp_link(), method, params, extra).await,
             Session::Stdio(s) => s.call(gw, method, params).await,
             Session::Rest(s) => s.adapter.call(gw, method, params, &s.person).await,
         }
@@ -102,29 +58,10 @@ impl Session {
         gw: &Gateway,
         extra: &[(http::HeaderName, http::HeaderValue)],
     ) -> Result<Vec<Value>, UpstreamError> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _page in 0..100 {
-            let params = match &cursor {
-                Some(c) => json!({"cursor": c}),
-                None => json!({}),
-            };
-            let result = self.call(gw, "tools/list", params, extra).await?;
-            if let Some(list) = result.get("tools").and_then(Value::as_array) {
-                tools.extend(list.iter().cloned());
-            }
-            cursor = result
-                .get("nextCursor")
-                .and_then(Value::as_str)
-                .filter(|c| !c.is_empty())
-                .map(str::to_string);
-            if cursor.is_none() {
-                return Ok(tools);
-            }
-        }
-        Err(UpstreamError::Transport(
-            "the upstream's tool list did not end after 100 pages".into(),
-        ))
+        portcullis_shared::mcp_client::list_all_tools(|params| {
+            self.call(gw, "tools/list", params, extra)
+        })
+        .await
     }
 }
 
@@ -155,7 +92,8 @@ impl Pool {
     }
 
     /// The session of one person (their `sub` and credential headers) on a per-user
-    /// connection, or the shared one: pooled per (connection, person).
+    /// connection, or the shared one: pooled per (connection, person). A shared OAuth
+    /// connection's session carries its current access token.
     pub async fn session_as(
         &self,
         gw: &Arc<Gateway>,
@@ -165,6 +103,19 @@ impl Pool {
         if let Some(why) = &tool.unavailable {
             return Err(UpstreamError::Transport(why.clone()));
         }
+        if person.is_none() && tool.shared_oauth {
+            let grant = shared_grant(gw, tool).await?;
+            return self.open(gw, tool, Some(("", &grant))).await;
+        }
+        self.open(gw, tool, person).await
+    }
+
+    async fn open(
+        &self,
+        gw: &Arc<Gateway>,
+        tool: &ToolEntry,
+        person: Option<(&str, &crate::peruser::Headers)>,
+    ) -> Result<Arc<Session>, UpstreamError> {
         // A person's session also follows their credential: a replaced one (seen within a
         // minute, when the cached one is fetched again) replaces the session.
         // The shared session is looked up without allocating: this runs on every call.
@@ -229,5 +180,21 @@ impl Pool {
             (fingerprint.into_owned(), session.clone()),
         );
         Ok(session)
+    }
+}
+
+/// A shared OAuth connection's current access token, as headers.
+async fn shared_grant(
+    gw: &Gateway,
+    tool: &ToolEntry,
+) -> Result<crate::peruser::Headers, UpstreamError> {
+    let owner = portcullis_shared::snapshot::CredentialOwner::Tool;
+    match gw.credentials.lookup(gw, owner, &tool.id, "").await {
+        Ok(Ok(headers)) => Ok(headers),
+        Ok(Err(_)) => Err(UpstreamError::Transport(format!(
+            "tool '{}' is not connected: an administrator must complete its OAuth consent",
+            tool.name
+        ))),
+        Err(e) => Err(UpstreamError::Transport(e.to_string())),
     }
 }

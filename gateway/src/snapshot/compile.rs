@@ -379,15 +379,9 @@ pub(super) fn scrub_list<'a>(values: impl Iterator<Item = &'a String>) -> Vec<St
 fn tool_entry(t: &portcullis_shared::snapshot::SnapTool) -> Result<ToolEntry, String> {
     use portcullis_shared::api::tools::{HeaderSource, Protocol};
     let secrets = &t.secret_values.0;
-    let mut unavailable = match (t.auth_method, t.credential_type) {
-        (AuthMethod::None, _) | (AuthMethod::ApiKey, CredentialType::Shared) => None,
-        // Each person's own key is fetched when they call (`crate::peruser`).
-        (AuthMethod::ApiKey, _) => None,
-        (AuthMethod::OAuth, _) => Some(format!(
-            "tool '{}' uses OAuth, which this gateway version cannot inject yet",
-            t.name
-        )),
-    };
+    // Each person's own key or grant, and a shared grant, are fetched when a call needs them
+    // (`crate::peruser`).
+    let mut unavailable = None;
     let transport = match (t.protocol, &t.http, &t.stdio) {
         (Protocol::StreamableHttp, Some(http), _) => {
             let url = if http.url.is_empty() {
@@ -474,8 +468,9 @@ fn tool_entry(t: &portcullis_shared::snapshot::SnapTool) -> Result<ToolEntry, St
     Ok(ToolEntry {
         id: t.connection_id.clone(),
         name: t.name.clone(),
-        per_user: (t.auth_method, t.credential_type)
-            == (AuthMethod::ApiKey, CredentialType::PerUser),
+        per_user: t.auth_method != AuthMethod::None && t.credential_type == CredentialType::PerUser,
+        shared_oauth: (t.auth_method, t.credential_type)
+            == (AuthMethod::OAuth, CredentialType::Shared),
         transport,
         catalog: t
             .catalog

@@ -101,8 +101,12 @@ pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<b
                 backoff = Duration::from_millis(250);
                 if let Some(snapshot) = reply.snapshot {
                     seen = Some(snapshot.revision);
+                    let before = gateway.current();
                     if apply(&gateway, &snapshot) {
                         if let Some(current) = gateway.current() {
+                            if let Some(before) = &before {
+                                gateway.credentials.forget_changed(before, &current);
+                            }
                             crate::mcp::discovery::discover_changed(&gateway, &current);
                         }
                         if let Err(e) = gateway.lkg.store(&snapshot) {

@@ -294,6 +294,26 @@ pub struct DiscoveredTool {
     pub input_schema: Option<Value>,
 }
 
+impl DiscoveredTool {
+    /// The tools of an MCP `tools/list` result (entries without a name are left out).
+    pub fn from_listed(tools: &[Value]) -> Vec<Self> {
+        tools
+            .iter()
+            .filter_map(|t| {
+                Some(DiscoveredTool {
+                    name: t.get("name")?.as_str()?.to_string(),
+                    description: t
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    input_schema: t.get("inputSchema").cloned(),
+                })
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportToolsResponse {
     /// Operations new to the catalog.

@@ -27,6 +27,7 @@ mod llm;
 mod mcp;
 mod mcp_admin;
 mod models;
+mod oauth;
 mod peruser;
 mod pools;
 mod quotas;

@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::oneshot;
 
-use super::{initialize_params, outcome, UpstreamError};
+use super::{initialize_params, outcome, UpstreamError, GATEWAY_CLIENT};
 use crate::Gateway;
 
 type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Value>>>>;
@@ -59,7 +59,9 @@ impl StdioSession {
             .map_err(|e| {
                 UpstreamError::Transport(format!("could not start the tool's command: {e}"))
             })??;
-        session.call(gw, "initialize", initialize_params()).await?;
+        session
+            .call(gw, "initialize", initialize_params(GATEWAY_CLIENT))
+            .await?;
         session.notify("notifications/initialized").await?;
         Ok(session)
     }

@@ -1,15 +1,73 @@
-//! A Streamable HTTP session: JSON-RPC POSTs answered with JSON or an SSE stream, the
-//! `Mcp-Session-Id` the upstream hands out, and a fresh `initialize` when it expires.
+//! The client side of MCP's Streamable HTTP transport, shared by the gateway (its upstream
+//! sessions) and the control plane (an administrator's catalog sync): JSON-RPC POSTs answered
+//! with JSON or an SSE stream, the `Mcp-Session-Id` the server hands out, and a fresh
+//! `initialize` when it expires.
 
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use http::{HeaderName, HeaderValue};
 use serde_json::{json, Value};
 
-use super::{initialize_params, outcome, UpstreamError, PROTOCOL_VERSION};
 use crate::sse::{self, Events};
-use crate::Gateway;
+
+/// How requests are sent: the HTTP client, how long an answer may take, and the name this
+/// client gives in `initialize`.
+#[derive(Clone)]
+pub struct Link {
+    pub http: reqwest::Client,
+    pub timeout: Duration,
+    pub client_name: &'static str,
+}
+
+/// The protocol version asked for.
+pub const PROTOCOL_VERSION: &str = "2025-06-18";
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The upstream answered with a JSON-RPC error: passed on as it is.
+    #[error("upstream error {code}: {message}")]
+    Rpc {
+        code: i64,
+        message: String,
+        data: Option<Value>,
+    },
+    /// No usable answer.
+    #[error("{0}")]
+    Transport(String),
+    /// The upstream forgot our session; initialize again.
+    #[error("the upstream session expired")]
+    SessionExpired,
+}
+
+/// The `initialize` request a client named `client_name` sends.
+pub fn initialize_params(client_name: &str) -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": client_name, "version": env!("CARGO_PKG_VERSION")}
+    })
+}
+
+/// Splits a JSON-RPC response into its result or error.
+pub fn outcome(message: Value) -> Result<Value, UpstreamError> {
+    if let Some(error) = message.get("error") {
+        return Err(UpstreamError::Rpc {
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("upstream error")
+                .to_string(),
+            data: error.get("data").cloned(),
+        });
+    }
+    message
+        .get("result")
+        .cloned()
+        .ok_or_else(|| UpstreamError::Transport("the upstream answered without a result".into()))
+}
 
 #[derive(Clone, Default)]
 struct State {
@@ -40,16 +98,16 @@ impl HttpSession {
 
     pub async fn call(
         &self,
-        gw: &Gateway,
+        link: &Link,
         method: &str,
         params: Value,
         extra: &[(HeaderName, HeaderValue)],
     ) -> Result<Value, UpstreamError> {
         for attempt in 0..2 {
-            let state = self.ensure(gw, extra).await?;
+            let state = self.ensure(link, extra).await?;
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-            match self.post(gw, &state, &message, extra, Some(id)).await {
+            match self.post(link, &state, &message, extra, Some(id)).await {
                 Err(UpstreamError::SessionExpired) if attempt == 0 => {
                     let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
                     if guard.as_ref().map(|s| &s.session_id) == Some(&state.session_id) {
@@ -72,7 +130,7 @@ impl HttpSession {
     /// Initializes once (concurrent callers wait for the same handshake).
     async fn ensure(
         &self,
-        gw: &Gateway,
+        link: &Link,
         extra: &[(HeaderName, HeaderValue)],
     ) -> Result<State, UpstreamError> {
         if let Some(state) = self.current() {
@@ -86,8 +144,10 @@ impl HttpSession {
             session_id: None,
             version: PROTOCOL_VERSION.to_string(),
         };
-        let message = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params()});
-        let (reply, session_id) = self.post_raw(gw, &fresh, &message, extra, Some(0)).await?;
+        let message = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params(link.client_name)});
+        let (reply, session_id) = self
+            .post_raw(link, &fresh, &message, extra, Some(0))
+            .await?;
         let result = outcome(reply.unwrap_or(Value::Null))?;
         let version = result
             .get("protocolVersion")
@@ -99,20 +159,20 @@ impl HttpSession {
             version,
         };
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        self.post(gw, &state, &note, extra, None).await?;
+        self.post(link, &state, &note, extra, None).await?;
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(state.clone());
         Ok(state)
     }
 
     async fn post(
         &self,
-        gw: &Gateway,
+        link: &Link,
         state: &State,
         message: &Value,
         extra: &[(HeaderName, HeaderValue)],
         id: Option<i64>,
     ) -> Result<Option<Value>, UpstreamError> {
-        self.post_raw(gw, state, message, extra, id)
+        self.post_raw(link, state, message, extra, id)
             .await
             .map(|(reply, _)| reply)
     }
@@ -120,14 +180,14 @@ impl HttpSession {
     /// Sends one message; returns the response with `id` (if any) and the session id header.
     async fn post_raw(
         &self,
-        gw: &Gateway,
+        link: &Link,
         state: &State,
         message: &Value,
         extra: &[(HeaderName, HeaderValue)],
         id: Option<i64>,
     ) -> Result<(Option<Value>, Option<String>), UpstreamError> {
-        let mut request = gw
-            .http()
+        let mut request = link
+            .http
             .post(self.url.clone())
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(http::header::ACCEPT, "application/json, text/event-stream")
@@ -139,7 +199,7 @@ impl HttpSession {
         for (name, value) in self.headers.iter().chain(extra) {
             request = request.header(name, value);
         }
-        let response = tokio::time::timeout(gw.config.upstream_timeout(), request.send())
+        let response = tokio::time::timeout(link.timeout, request.send())
             .await
             .map_err(|_| UpstreamError::Transport("the upstream sent no response in time".into()))?
             .map_err(|e| {
@@ -173,7 +233,7 @@ impl HttpSession {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let reply = if is_sse {
-            read_sse(gw, response, id).await?
+            read_sse(link, response, id).await?
         } else {
             read_json(response).await?
         };
@@ -192,14 +252,14 @@ async fn read_json(response: reqwest::Response) -> Result<Value, UpstreamError> 
 
 /// Reads events until the response to `id` arrives.
 async fn read_sse(
-    gw: &Gateway,
+    link: &Link,
     response: reqwest::Response,
     id: i64,
 ) -> Result<Value, UpstreamError> {
     let mut body = response.bytes_stream();
     let mut events = Events::default();
     loop {
-        let chunk = tokio::time::timeout(gw.config.upstream_timeout(), body.next())
+        let chunk = tokio::time::timeout(link.timeout, body.next())
             .await
             .map_err(|_| {
                 UpstreamError::Transport("the upstream's event stream went quiet".into())
@@ -229,4 +289,36 @@ async fn read_sse(
             }
         }
     }
+}
+
+/// Every tool a server offers, following `nextCursor` to the end; `page` sends one
+/// `tools/list` with the given params.
+pub async fn list_all_tools<F, Fut>(mut page: F) -> Result<Vec<Value>, UpstreamError>
+where
+    F: FnMut(Value) -> Fut,
+    Fut: std::future::Future<Output = Result<Value, UpstreamError>>,
+{
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _page in 0..100 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let result = page(params).await?;
+        if let Some(list) = result.get("tools").and_then(Value::as_array) {
+            tools.extend(list.iter().cloned());
+        }
+        cursor = result
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string);
+        if cursor.is_none() {
+            return Ok(tools);
+        }
+    }
+    Err(UpstreamError::Transport(
+        "the upstream's tool list did not end after 100 pages".into(),
+    ))
 }

@@ -1,0 +1,377 @@
+//! Upstream OAuth end to end against a real authorization server (`oidc-provider`, with
+//! dynamic registration, PKCE, refresh, revocation and resource indicators) and an MCP server
+//! that accepts only tokens it issued for it (introspection). The consent is driven over HTTP
+//! as a browser would: the connect link, the provider's login and consent pages, the callback.
+//!
+//! Shared: discovered (RFC 9728 → OpenID metadata) and registered (RFC 7591) with no client
+//! settings at all; an administrator's consent serves every agent; an expired access token is
+//! refreshed once for many concurrent calls; disconnect revokes at the provider and the next
+//! call fails. Per-user: `auth_required` and a `provision_url` until the person consents; then
+//! their calls carry their own grant and another person is still refused; links work once; an
+//! administrator's own grant (`act_as_sub`) syncs the per-user tool's catalog.
+
+use std::time::Duration;
+
+use portcullis_tests::act_as::hmac_header;
+use portcullis_tests::controlplane::{AGENTS, MGMT};
+use portcullis_tests::oauth_mcp::OAuthMcp;
+use portcullis_tests::oidc::OidcIssuer;
+use portcullis_tests::{Backend, ControlPlane, GatewayProcess};
+use serde_json::{json, Value};
+
+const SECRET: &str = "0123456789abcdef-oauth-hmac";
+
+/// A tool connection `name` to the OAuth-protected server, offered on the default gateway.
+async fn oauth_tool(cp: &ControlPlane, name: &str, credential_type: &str, url: &str) -> String {
+    let tool = cp
+        .ok(
+            MGMT,
+            "CreateMCPServerConnection",
+            cp.body(
+                json!({"name": name, "protocol": "streamable-http", "auth_method": "oauth",
+                "credential_type": credential_type, "protocol_config": {"url": url}}),
+            ),
+        )
+        .await;
+    let id = tool["connection_id"].as_str().unwrap().to_string();
+    cp.ok(
+        MGMT,
+        "AddGatewayToolSource",
+        cp.body(json!({"gateway_id": cp.default_gateway_id, "connection_id": id})),
+    )
+    .await;
+    id
+}
+
+/// An agent allowed `tool`, acting for `u1` and `u2` through HMAC when `act_as`; its key.
+async fn agent(cp: &ControlPlane, name: &str, tool: &str, act_as: bool) -> String {
+    let mut agent = json!({"name": name, "allowed_gateway_ids": [cp.default_gateway_id],
+        "allowed_tools": [tool]});
+    if act_as {
+        agent["actas_method"] = json!("hmac");
+        agent["actas_hmac_secret"] = json!(SECRET);
+        agent["actas_allowed_subjects"] = json!(["u1", "u2"]);
+    }
+    cp.ok(AGENTS, "RegisterAgent", cp.body(agent)).await;
+    let key = cp
+        .ok(
+            AGENTS,
+            "CreateAgentKey",
+            cp.body(json!({"agent_id": name, "name": "k"})),
+        )
+        .await;
+    key["token"].as_str().unwrap().to_string()
+}
+
+/// One JSON-RPC call to the gateway's MCP endpoint, as `sub` when given; its HTTP status and
+/// answer.
+async fn rpc_status(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    key: &str,
+    sub: Option<&str>,
+    method: &str,
+    params: Value,
+) -> (u16, Value) {
+    let url = format!("{}/mcp", gw.gateway_url(&cp.default_gateway_id));
+    let mut request = reqwest::Client::new().post(url).bearer_auth(key);
+    if let Some(sub) = sub {
+        request = request.header("x-svc-act-as", hmac_header(sub, SECRET));
+    }
+    let r = request
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+/// [`rpc_status`], answered with HTTP 200.
+async fn rpc(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    key: &str,
+    sub: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Value {
+    let (status, body) = rpc_status(cp, gw, key, sub, method, params).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+async fn whoami(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    key: &str,
+    sub: Option<&str>,
+    tool: &str,
+) -> Value {
+    let params = json!({"name": format!("{tool}/whoami"), "arguments": {}});
+    rpc(cp, gw, key, sub, "tools/call", params).await
+}
+
+/// Lists and calls until the call answers (the first list records the operation in the
+/// catalog, which the next snapshot brings); the text it answered.
+async fn first_answer(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    key: &str,
+    sub: Option<&str>,
+    tool: &str,
+) -> String {
+    let mut answer = Value::Null;
+    for _ in 0..100 {
+        rpc(cp, gw, key, sub, "tools/list", json!({})).await;
+        answer = whoami(cp, gw, key, sub, tool).await;
+        if answer.get("result").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    text(&answer)
+}
+
+fn text(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not a tool result: {answer}"))
+        .to_string()
+}
+
+/// The tool connection as `GetMCPServerConnection` shows it.
+async fn oauth_state(cp: &ControlPlane, id: &str) -> Value {
+    cp.ok(
+        MGMT,
+        "GetMCPServerConnection",
+        cp.body(json!({"connection_id": id})),
+    )
+    .await["tool"]
+        .clone()
+}
+
+async fn events(cp: &ControlPlane, kind: &str) -> Vec<Value> {
+    let found = cp
+        .ok(
+            "svc.audit.v1.AuditService",
+            "QueryEvents",
+            cp.body(json!({"event_types": [kind]})),
+        )
+        .await;
+    found["events"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_oauth_tool_consented_refreshed_and_revoked() {
+    let issuer = OidcIssuer::start().await;
+    let mcp = OAuthMcp::start(&issuer.issuer).await;
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let id = oauth_tool(&cp, "gh", "shared", &mcp.url()).await;
+    let got = oauth_state(&cp, &id).await;
+    assert_eq!(got["oauth_state"], "disconnected", "{got}");
+    let one = agent(&cp, "one", "gh/whoami", false).await;
+    let two = agent(&cp, "two", "gh/whoami", false).await;
+    let gw = GatewayProcess::start(&cp).await;
+
+    // Not connected: nothing reaches the server.
+    let refused = whoami(&cp, &gw, &one, None, "gh").await;
+    assert!(refused.get("error").is_some(), "{refused}");
+
+    // The consent: discovery and registration with no client settings given; short-lived
+    // access tokens from now on, to see them refreshed.
+    issuer.set_access_ttl(6).await;
+    let begun = cp
+        .ok(
+            MGMT,
+            "BeginMCPServerOAuthConnect",
+            cp.body(json!({"connection_id": id})),
+        )
+        .await;
+    let consent_url = begun["consent_url"].as_str().unwrap().to_string();
+    assert!(consent_url.contains("/connect/"), "{begun}");
+    assert!(begun["expires_at"].as_str().is_some());
+    assert_eq!(issuer.stat("registrations").await, 1);
+    assert_eq!(
+        oauth_state(&cp, &id).await["oauth_state"],
+        "consent_pending"
+    );
+    let (status, page) = issuer.browse(&consent_url, "admin").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("connected"), "{page}");
+    let got = oauth_state(&cp, &id).await;
+    assert_eq!(got["oauth_state"], "connected", "{got}");
+    assert_eq!(got["auth_config"]["dynamic_registration"], true, "{got}");
+    assert!(got["auth_config"]["client_id"].as_str().is_some(), "{got}");
+    let (status, _) = issuer.browse(&consent_url, "admin").await;
+    assert_eq!(status, 410, "a connect link works once");
+
+    // Every agent is served with the administrator's grant.
+    assert_eq!(first_answer(&cp, &gw, &one, None, "gh").await, "admin");
+    assert_eq!(text(&whoami(&cp, &gw, &two, None, "gh").await), "admin");
+
+    // Expired: many concurrent calls, one refresh at the provider.
+    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    let before = issuer.stat("refresh_grants").await;
+    let calls = (0..16).map(|i| {
+        let key = if i % 2 == 0 { one.clone() } else { two.clone() };
+        let (cp, gw) = (&cp, &gw);
+        async move { whoami(cp, gw, &key, None, "gh").await }
+    });
+    for answer in futures_util::future::join_all(calls).await {
+        assert_eq!(text(&answer), "admin");
+    }
+    assert_eq!(
+        issuer.stat("refresh_grants").await - before,
+        1,
+        "one refresh for 16 calls"
+    );
+
+    // Disconnect revokes at the provider; the settings stay; the next call fails.
+    let revocations = issuer.stat("revocations").await;
+    cp.ok(
+        MGMT,
+        "DisconnectMCPServerOAuth",
+        cp.body(json!({"connection_id": id})),
+    )
+    .await;
+    assert_eq!(
+        issuer.stat("revocations").await,
+        revocations + 1,
+        "{}",
+        cp.logs()
+    );
+    let got = oauth_state(&cp, &id).await;
+    assert_eq!(got["oauth_state"], "disconnected", "{got}");
+    assert!(got["auth_config"]["client_id"].as_str().is_some(), "{got}");
+    let after = whoami(&cp, &gw, &one, None, "gh").await;
+    assert!(after.get("error").is_some(), "{after}");
+
+    // Audited; no token anywhere but where it is sent.
+    assert_eq!(events(&cp, "oauth.connected").await.len(), 1);
+    assert_eq!(events(&cp, "oauth.disconnected").await.len(), 1);
+    let tokens = mcp.tokens();
+    assert!(tokens.len() >= 2);
+    let store = cp.dump_store().await;
+    let audit = json!([
+        events(&cp, "oauth.connected").await,
+        events(&cp, "tool.call").await
+    ])
+    .to_string();
+    for t in &tokens {
+        assert!(!store.contains(t.as_str()), "a token is stored sealed");
+        assert!(!cp.logs().contains(t.as_str()) && !gw.logs().contains(t.as_str()));
+        assert!(!audit.contains(t.as_str()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_user_oauth_tool_provisioned_by_each_person() {
+    let issuer = OidcIssuer::start().await;
+    let mcp = OAuthMcp::start(&issuer.issuer).await;
+    let cp = ControlPlane::start(Backend::Postgres).await;
+    let id = oauth_tool(&cp, "pu", "per-user", &mcp.url()).await;
+    let key = agent(&cp, "bot", "pu/whoami", true).await;
+    let gw = GatewayProcess::start(&cp).await;
+
+    // No grant yet: advised in the list, refused with a link on call.
+    let listed = rpc(&cp, &gw, &key, Some("u1"), "tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"], json!([]), "{listed}");
+    let advice = &listed["result"]["_meta"]["auth_required"][0];
+    assert_eq!(advice["connection_name"], "pu", "{listed}");
+    let refusal = whoami(&cp, &gw, &key, Some("u1"), "pu").await;
+    assert_eq!(refusal["error"]["code"], -32001, "{refusal}");
+    let data = &refusal["error"]["data"];
+    assert_eq!(data["reason_code"], "credential_required", "{refusal}");
+    let link = data["provision_url"].as_str().unwrap().to_string();
+
+    // The person consents at the provider (as their account there, `u1-at-idp`).
+    let (status, page) = issuer.browse(&link, "u1-at-idp").await;
+    assert_eq!(status, 200, "{page}");
+    let (status, _) = issuer.browse(&link, "u1-at-idp").await;
+    assert_eq!(status, 410, "a provision link works once");
+    assert_eq!(
+        first_answer(&cp, &gw, &key, Some("u1"), "pu").await,
+        "u1-at-idp"
+    );
+    let other = whoami(&cp, &gw, &key, Some("u2"), "pu").await;
+    assert_eq!(
+        other["error"]["code"], -32001,
+        "another person still needs their own: {other}"
+    );
+    let params = json!({"name": "pu/whoami", "arguments": {}});
+    let (status, without) = rpc_status(&cp, &gw, &key, None, "tools/call", params).await;
+    assert_eq!(status, 403, "no person, no call: {without}");
+
+    // An expired link is refused.
+    let expired = whoami(&cp, &gw, &key, Some("u2"), "pu").await["error"]["data"]["provision_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cp.db_strings(
+        "UPDATE provision_tokens SET expires_at = 0 WHERE used_at IS NULL AND token_hash <> $1 \
+         RETURNING token_hash",
+        "",
+    )
+    .await;
+    let (status, _) = issuer.browse(&expired, "u2-at-idp").await;
+    assert_eq!(status, 410, "an expired link is refused");
+
+    // An administrator's own grant on a per-user tool names who they act as.
+    let reply = cp
+        .call(
+            MGMT,
+            "BeginMCPServerOAuthConnect",
+            cp.body(json!({"connection_id": id})),
+        )
+        .await;
+    reply
+        .expect_error("invalid_argument", 400)
+        .mentions("act_as_sub");
+    let begun = cp
+        .ok(
+            MGMT,
+            "BeginMCPServerOAuthConnect",
+            cp.body(json!({"connection_id": id, "act_as_sub": "admin@example.com"})),
+        )
+        .await;
+    let (status, page) = issuer
+        .browse(begun["consent_url"].as_str().unwrap(), "admin-at-idp")
+        .await;
+    assert_eq!(status, 200, "{page}");
+    let people = cp
+        .ok(
+            MGMT,
+            "ListUserCredentials",
+            cp.body(json!({"connection_id": id})),
+        )
+        .await;
+    let subjects: Vec<&str> = people["credentials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["subject"].as_str())
+        .collect();
+    assert!(subjects.contains(&"admin@example.com"), "{people}");
+
+    // With it, the administrator syncs the per-user tool's catalog.
+    let synced = cp
+        .ok(
+            MGMT,
+            "SyncMCPServerConnectionTools",
+            cp.body(json!({"connection_id": id, "act_as_sub": "admin@example.com"})),
+        )
+        .await;
+    assert_eq!(synced["tools"][0]["name"], "whoami", "{synced}");
+    cp.call(
+        MGMT,
+        "SyncMCPServerConnectionTools",
+        cp.body(json!({"connection_id": id, "act_as_sub": "nobody@example.com"})),
+    )
+    .await
+    .expect_error("failed_precondition", 400)
+    .mentions("no credential is stored for subject 'nobody@example.com'");
+    assert_eq!(events(&cp, "credential.provisioned").await.len(), 2);
+    for t in mcp.tokens() {
+        assert!(!cp.dump_store().await.contains(t.as_str()));
+    }
+}
