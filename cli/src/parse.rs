@@ -16,6 +16,14 @@ use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::provider;
 use serde_json::{Map, Value};
 
+/// A flag whose value is a JSON object (`--oauth-config '{"issuer": "…"}'`).
+pub fn json_object(flag: &str, text: &str) -> anyhow::Result<Map<String, Value>> {
+    match serde_json::from_str(text).map_err(|e| anyhow!("--{flag} is not valid JSON: {e}"))? {
+        Value::Object(map) => Ok(map),
+        _ => bail!("--{flag} must be a JSON object"),
+    }
+}
+
 /// `NAME=VALUE`; the value may itself contain `=`.
 pub fn pair(flag: &str, text: &str) -> anyhow::Result<(String, String)> {
     let (k, v) = text

@@ -17,12 +17,13 @@ use std::time::Duration;
 use oauth2::basic::BasicClient;
 use oauth2::{AuthUrl, ClientId, ClientSecret, EndpointNotSet, EndpointSet, RedirectUrl, TokenUrl};
 use portcullis_shared::api::tools::HttpConfig;
-use portcullis_shared::api::AuthMethod;
+use portcullis_shared::api::{AuthMethod, CredentialType};
+use portcullis_shared::audit::types::OAUTH_DISCONNECTED;
 use serde_json::{Map, Value};
 
 use crate::error::{corrupt, not_found, precondition, ApiError, ApiResult};
 use crate::store::credentials::{self, Owner};
-use crate::store::{tools, Conn};
+use crate::store::{models, tools, Conn};
 use crate::App;
 
 pub use discovery::Endpoints;
@@ -66,42 +67,83 @@ pub struct Connection {
     pub per_user: bool,
     settings: Map<String, Value>,
     client_secret: Option<String>,
-    /// The MCP server's URL: where RFC 9728 metadata is looked for, and the default
+    /// A tool's MCP server URL: where RFC 9728 metadata is looked for, and the default
     /// `resource`.
     server_url: Option<String>,
 }
 
-/// A tool connection that uses OAuth.
-pub async fn tool(app: &App, conn: &mut Conn, ws: &str, id: &str) -> ApiResult<Connection> {
-    let row = tools::get(conn, ws, id)
-        .await?
-        .ok_or_else(|| not_found("tool connection", id))?;
-    if row.auth_method != AuthMethod::OAuth.as_str() {
+/// A tool or model connection that uses OAuth.
+pub async fn connection(
+    app: &App,
+    conn: &mut Conn,
+    ws: &str,
+    owner: Owner,
+    id: &str,
+) -> ApiResult<Connection> {
+    let (kind, client_owner) = match owner {
+        Owner::Model => ("model", Owner::ModelOAuthClient),
+        _ => ("tool", Owner::ToolOAuthClient),
+    };
+    let (name, method, ctype, auth_config, server_url) = match owner {
+        Owner::Model => {
+            let row = models::get(conn, ws, id)
+                .await?
+                .ok_or_else(|| not_found("model connection", id))?;
+            (
+                row.name,
+                row.auth_method,
+                row.credential_type,
+                row.auth_config,
+                None,
+            )
+        }
+        _ => {
+            let row = tools::get(conn, ws, id)
+                .await?
+                .ok_or_else(|| not_found("tool connection", id))?;
+            let url = serde_json::from_str::<HttpConfig>(&row.protocol_config)
+                .ok()
+                .map(|h| h.url)
+                .filter(|u| !u.is_empty());
+            (
+                row.name,
+                row.auth_method,
+                row.credential_type,
+                row.auth_config,
+                url,
+            )
+        }
+    };
+    if method != AuthMethod::OAuth.as_str() {
         return Err(precondition(format!(
-            "tool '{}' uses auth_method={}; OAuth consent needs auth_method=oauth",
-            row.name, row.auth_method
+            "{kind} '{name}' uses auth_method={method}; OAuth consent needs auth_method=oauth"
         )));
     }
     let settings: Map<String, Value> =
-        serde_json::from_str(&row.auth_config).map_err(|_| corrupt("auth_config"))?;
-    let client_secret =
-        credentials::open_shared(conn, app.store.cipher(), Owner::ToolOAuthClient, &row.id)
-            .await?
-            .and_then(|mut v| v.remove("client_secret"));
-    let server_url = serde_json::from_str::<HttpConfig>(&row.protocol_config)
-        .ok()
-        .map(|h| h.url)
-        .filter(|u| !u.is_empty());
+        serde_json::from_str(&auth_config).map_err(|_| corrupt("auth_config"))?;
+    let client_secret = credentials::open_shared(conn, app.store.cipher(), client_owner, id)
+        .await?
+        .and_then(|mut v| v.remove("client_secret"));
     Ok(Connection {
-        owner: Owner::Tool,
-        per_user: row.credential_type == portcullis_shared::api::CredentialType::PerUser.as_str(),
-        id: row.id,
-        name: row.name,
+        owner,
+        per_user: ctype == CredentialType::PerUser.as_str(),
+        id: id.to_string(),
+        name,
         workspace_id: ws.to_string(),
         settings,
         client_secret,
         server_url,
     })
+}
+
+/// Revokes every grant of the connection at the provider, deletes them, and records it.
+pub async fn disconnect(app: &App, c: &Connection) -> ApiResult<()> {
+    let revoked = tokens::revoke_all(app, c).await?;
+    if revoked > 0 {
+        let payload = serde_json::json!({"grants": revoked});
+        tokens::record(app, c, "", OAUTH_DISCONNECTED, payload).await;
+    }
+    Ok(())
 }
 
 impl Connection {
@@ -130,6 +172,13 @@ impl Connection {
         match self.owner {
             Owner::Model => "model",
             _ => "tool",
+        }
+    }
+
+    fn client_owner(&self) -> Owner {
+        match self.owner {
+            Owner::Model => Owner::ModelOAuthClient,
+            _ => Owner::ToolOAuthClient,
         }
     }
 }
@@ -222,15 +271,18 @@ async fn registered(
     settings.insert("dynamic_registration".into(), Value::Bool(true));
     let text = serde_json::to_string(&settings).map_err(|e| ApiError::Internal(e.to_string()))?;
     let mut tx = app.store.write(&c.workspace_id).await?;
-    tools::set_auth_config(tx.conn(), &c.workspace_id, &c.id, &text).await?;
-    credentials::delete_all(tx.conn(), Owner::ToolOAuthClient, &c.id).await?;
+    match c.owner {
+        Owner::Model => models::set_auth_config(tx.conn(), &c.workspace_id, &c.id, &text).await?,
+        _ => tools::set_auth_config(tx.conn(), &c.workspace_id, &c.id, &text).await?,
+    }
+    credentials::delete_all(tx.conn(), c.client_owner(), &c.id).await?;
     if let Some(secret) = &secret {
         let values = [("client_secret".to_string(), secret.clone())].into();
         credentials::put(
             tx.conn(),
             app.store.cipher(),
             &c.workspace_id,
-            Owner::ToolOAuthClient,
+            c.client_owner(),
             &c.id,
             "",
             &values,

@@ -171,9 +171,14 @@ pub enum Credential {
     Aws { region: String, source: AwsSource },
     /// A Google bearer token (Vertex).
     Google(GoogleSource),
-    /// Each person's own key: fetched per call ([`crate::peruser`]) and sent as headers.
+    /// Each person's own key or OAuth grant: fetched per call ([`crate::peruser`]) and sent
+    /// as headers.
     PerUser,
-    /// Credentials this gateway version cannot inject (OAuth): calls fail with why.
+    /// The connection's shared OAuth grant: its current access token, asked of the control
+    /// plane (which refreshes it) and cached briefly.
+    SharedOAuth,
+    /// Credentials that cannot be sent (a missing key, an unreadable service account): calls
+    /// fail with why.
     Unavailable(String),
 }
 
@@ -214,6 +219,7 @@ impl std::fmt::Debug for Credential {
             Credential::Aws { .. } => "Aws",
             Credential::Google(_) => "Google",
             Credential::PerUser => "PerUser",
+            Credential::SharedOAuth => "SharedOAuth",
             Credential::Unavailable(_) => "Unavailable",
         })
     }

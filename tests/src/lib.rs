@@ -11,7 +11,7 @@ pub mod everything;
 pub mod fake_llm;
 pub mod fake_mcp;
 pub mod gateway;
-pub mod oauth_mcp;
+pub mod oauth_upstream;
 pub mod oidc;
 pub mod process;
 pub mod python;

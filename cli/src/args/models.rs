@@ -44,6 +44,11 @@ pub struct ModelConfig {
     /// none | shared | per-user
     #[arg(long, value_parser = parse::credential_type)]
     pub credential_type: Option<CredentialType>,
+    /// OAuth client settings as a JSON object (issuer, authorization_url, token_url,
+    /// revocation_url, registration_url, client_id, client_secret, scopes, resource); with
+    /// none, endpoints are discovered from `issuer` and the client registers itself.
+    #[arg(long, value_name = "JSON")]
+    pub oauth_config: Option<String>,
     /// API key, stored under the provider's own header and scheme.
     #[arg(long, env = "PORTCULLIS_MODEL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,

@@ -31,6 +31,11 @@ pub struct ToolFields {
     /// none | shared | per-user
     #[arg(long)]
     pub credential_type: Option<String>,
+    /// OAuth client settings as a JSON object (issuer, authorization_url, token_url,
+    /// revocation_url, registration_url, client_id, client_secret, scopes, resource); with
+    /// none, they are discovered from the server and the client registers itself.
+    #[arg(long, value_name = "JSON")]
+    pub oauth_config: Option<String>,
     /// Value of the upstream Authorization header (e.g. "Bearer …"), stored as a secret.
     #[arg(long, env = "PORTCULLIS_TOOL_AUTHORIZATION", hide_env_values = true)]
     pub authorization: Option<String>,

@@ -121,6 +121,7 @@ async fn add(
         attributes: (!attributes.is_empty()).then_some(attributes),
         filter_window_bytes: c.filter_window_bytes,
         filter_window_tokens: c.filter_window_tokens,
+        auth_config: oauth_config(&c)?,
     };
     let created: Reply<CreateLLMModelConnectionResponse> =
         ctx.send(MGMT, "CreateLLMModelConnection", &req).await?;
@@ -182,11 +183,20 @@ async fn update(
                 .unwrap_or(current.filter_window_tokens)
         }),
         filter_window_provided: window_provided,
+        auth_config: oauth_config(&c)?,
     };
     let reply: Reply<ModelConnectionResponse> =
         ctx.send(MGMT, "UpdateLLMModelConnection", &req).await?;
     ctx.print(&reply, |r| show(&r.model));
     Ok(())
+}
+
+/// `--oauth-config`, which must be a JSON object.
+fn oauth_config(c: &ModelConfig) -> anyhow::Result<Option<Map<String, Value>>> {
+    c.oauth_config
+        .as_deref()
+        .map(|text| parse::json_object("oauth-config", text))
+        .transpose()
 }
 
 /// The provider_config to send: `--config` whole, or the flags overlaid on `base` (empty on

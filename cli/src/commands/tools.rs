@@ -81,7 +81,7 @@ fn secrets(f: &ToolFields) -> anyhow::Result<Map<String, Value>> {
     Ok(map)
 }
 
-fn auth(body: &mut Value, f: &ToolFields) {
+fn auth(body: &mut Value, f: &ToolFields) -> anyhow::Result<()> {
     for (key, value) in [
         ("auth_method", &f.auth_method),
         ("credential_type", &f.credential_type),
@@ -90,6 +90,10 @@ fn auth(body: &mut Value, f: &ToolFields) {
             body[key] = json!(v);
         }
     }
+    if let Some(text) = &f.oauth_config {
+        body["auth_config"] = Value::Object(parse::json_object("oauth-config", text)?);
+    }
+    Ok(())
 }
 
 /// Sends an update carrying the full state to keep, as the API's overwrite rules require.
@@ -123,7 +127,7 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(|| "streamable-http".into());
             let mut body = json!({"name": name, "protocol": protocol, "protocol_config": protocol_config(&fields, &protocol, Map::new())?});
-            auth(&mut body, &fields);
+            auth(&mut body, &fields)?;
             let s = secrets(&fields)?;
             if !s.is_empty() {
                 body["secret_values"] = Value::Object(s);
@@ -166,13 +170,17 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
                 .unwrap_or_default();
             let config = protocol_config(&fields, &protocol, base)?;
             let s = secrets(&fields)?;
+            let mut changes = json!({});
+            auth(&mut changes, &fields)?;
             update_with(ctx, &id, &stored, |body| {
                 body["protocol"] = json!(protocol);
                 body["protocol_config"] = config;
                 if let Some(n) = name {
                     body["name"] = json!(n);
                 }
-                auth(body, &fields);
+                if let (Some(body), Value::Object(changes)) = (body.as_object_mut(), changes) {
+                    body.extend(changes);
+                }
                 if !s.is_empty() {
                     body["secret_values"] = Value::Object(s);
                 }

@@ -9,6 +9,7 @@ use portcullis_shared::provider;
 
 use super::{unary, views, Access, Ctx, Operation};
 use crate::error::{exists, invalid, not_found, precondition, ApiResult};
+use crate::oauth;
 use crate::store::credentials::{self, Owner};
 use crate::store::{gateways, models, now_ms, pools, Conn};
 use crate::validate;
@@ -76,6 +77,8 @@ async fn create(
         req.filter_window_bytes.unwrap_or(0),
         req.filter_window_tokens.unwrap_or(0),
     )?;
+    let (auth_config, client_secret) =
+        super::tools::rules::auth_config(auth_method, &req.auth_config.unwrap_or_default())?;
 
     let ws = ctx.workspace_id().to_string();
     let store = ctx.store();
@@ -95,8 +98,10 @@ async fn create(
         filter_window_tokens: tokens,
         created_at: now,
         updated_at: now,
+        auth_config: serde_json::Value::Object(auth_config).to_string(),
     };
     models::insert(tx.conn(), &row).await?;
+    put_client_secret(tx.conn(), store.cipher(), &ws, &row.id, client_secret).await?;
     if !secrets.is_empty() {
         credentials::put(
             tx.conn(),
@@ -172,6 +177,14 @@ async fn update(
         credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
         row.auth_method = method.as_str().to_string();
         row.credential_type = ctype.as_str().to_string();
+    }
+    if let Some(c) = req.auth_config.filter(|c| !c.is_empty()) {
+        let (settings, secret) = super::tools::rules::auth_config(method, &c)?;
+        row.auth_config = serde_json::Value::Object(settings).to_string();
+        put_client_secret(tx.conn(), store.cipher(), &ws, &row.id, secret).await?;
+    } else if method != AuthMethod::OAuth {
+        row.auth_config = "{}".into();
+        credentials::delete_all(tx.conn(), Owner::ModelOAuthClient, &row.id).await?;
     }
 
     // A value sent without its `*_provided` flag is ignored (the stored one is kept), so a
@@ -251,6 +264,7 @@ async fn delete(ctx: Ctx, req: ModelConnectionIdRequest) -> ApiResult<Empty> {
     }
     gateways::remove_target(tx.conn(), &id).await?;
     credentials::delete_all(tx.conn(), Owner::Model, &id).await?;
+    credentials::delete_all(tx.conn(), Owner::ModelOAuthClient, &id).await?;
     crate::store::quotas::delete_for(tx.conn(), &ws, &id).await?;
     models::delete(tx.conn(), &ws, &id).await?;
     tx.commit().await?;
@@ -258,46 +272,56 @@ async fn delete(ctx: Ctx, req: ModelConnectionIdRequest) -> ApiResult<Empty> {
     Ok(Empty {})
 }
 
-async fn oauth_model(ctx: &Ctx, connection_id: &str) -> ApiResult<models::ModelRow> {
-    let id = validate::id("connection_id", connection_id)?;
-    let mut conn = ctx.store().read().await?;
-    let row = models::get(&mut conn, ctx.workspace_id(), &id)
-        .await?
-        .ok_or_else(|| not_found("model connection", &id))?;
-    if row.auth_method != AuthMethod::OAuth.as_str() {
-        return Err(precondition(format!(
-            "model '{}' uses auth_method={}; OAuth connect and disconnect need auth_method=oauth",
-            row.name, row.auth_method
-        )));
+/// Stores a model's OAuth client secret sealed (nothing when none was given).
+async fn put_client_secret(
+    conn: &mut Conn,
+    cipher: &portcullis_shared::seal::Cipher,
+    ws: &str,
+    id: &str,
+    secret: Option<String>,
+) -> ApiResult<()> {
+    if let Some(secret) = secret {
+        let values = [("client_secret".to_string(), secret)].into();
+        credentials::put(conn, cipher, ws, Owner::ModelOAuthClient, id, "", &values).await?;
     }
-    Ok(row)
+    Ok(())
 }
 
+/// A one-time consent link for the model's shared grant. People connect per-user OAuth
+/// models themselves, through the link their first call returns.
 async fn begin_oauth(
     ctx: Ctx,
     req: ModelConnectionIdRequest,
 ) -> ApiResult<BeginOAuthConnectResponse> {
-    let row = oauth_model(&ctx, &req.connection_id).await?;
-    if row.credential_type == CredentialType::PerUser.as_str() {
+    let ws = ctx.workspace_id().to_string();
+    let id = validate::id("connection_id", &req.connection_id)?;
+    let mut conn = ctx.store().read().await?;
+    let c = oauth::connection(&ctx.app, &mut conn, &ws, Owner::Model, &id).await?;
+    drop(conn);
+    if c.per_user {
         return Err(precondition(format!(
             "model '{}' uses per-user OAuth: each end user connects through the provision URL \
              returned on their first call",
-            row.name
+            c.name
         )));
     }
-    Err(precondition(format!(
-        "model '{}' needs an OAuth client configuration, which this control plane version cannot \
-         store yet; administrator consent is unavailable until it can",
-        row.name
-    )))
+    oauth::provider(&ctx.app, &c, true).await?;
+    let (url, expires_at) =
+        super::peruser::mint_link(&ctx, &ws, (Owner::Model, &c.id), "", "connect").await?;
+    Ok(BeginOAuthConnectResponse {
+        consent_url: url,
+        expires_at,
+    })
 }
 
-/// Revokes the stored grant; disconnecting a disconnected model has no effect.
+/// Revokes the model's grants at the provider and deletes them; the client settings stay.
+/// Disconnecting a disconnected model has no effect.
 async fn disconnect_oauth(ctx: Ctx, req: ModelConnectionIdRequest) -> ApiResult<Empty> {
-    let row = oauth_model(&ctx, &req.connection_id).await?;
     let ws = ctx.workspace_id().to_string();
-    let mut tx = ctx.store().write(&ws).await?;
-    credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
-    tx.commit().await?;
+    let id = validate::id("connection_id", &req.connection_id)?;
+    let mut conn = ctx.store().read().await?;
+    let c = oauth::connection(&ctx.app, &mut conn, &ws, Owner::Model, &id).await?;
+    drop(conn);
+    oauth::disconnect(&ctx.app, &c).await?;
     Ok(Empty {})
 }

@@ -129,11 +129,6 @@ async fn per_user_of(
         )));
     }
     let oauth = method == AuthMethod::OAuth.as_str();
-    if oauth && owner == Owner::Model {
-        return Err(precondition(format!(
-            "model '{name}' uses per-user OAuth, which models cannot use yet: use per-user API keys"
-        )));
-    }
     Ok(PerUser {
         owner,
         id,
@@ -196,14 +191,14 @@ async fn get_credential(ctx: Ctx, req: GetCredentialRequest) -> ApiResult<GetCre
             "subject must be the person's verified act-as sub and its source (up to 320 characters)",
         ));
     }
-    if req.subject.is_empty() {
-        return shared_oauth(&ctx, &ws, &req.connection_id).await;
-    }
     let owner = owner_of(req.owner);
+    if req.subject.is_empty() {
+        return shared_oauth(&ctx, &ws, owner, &req.connection_id).await;
+    }
     let mut conn = ctx.store().read().await?;
     let c = per_user(&mut conn, &ws, owner, &req.connection_id).await?;
     let stored = if c.oauth {
-        let oc = oauth::tool(&ctx.app, &mut conn, &ws, &c.id).await?;
+        let oc = oauth::connection(&ctx.app, &mut conn, &ws, owner, &c.id).await?;
         drop(conn);
         oauth::tokens::current(&ctx.app, &oc, &req.subject)
             .await?
@@ -234,22 +229,31 @@ async fn get_credential(ctx: Ctx, req: GetCredentialRequest) -> ApiResult<GetCre
     })
 }
 
-/// A shared OAuth tool's current access token (refreshed when due).
-async fn shared_oauth(ctx: &Ctx, ws: &str, id: &str) -> ApiResult<GetCredentialResponse> {
+/// A shared OAuth connection's current access token (refreshed when due).
+async fn shared_oauth(
+    ctx: &Ctx,
+    ws: &str,
+    owner: Owner,
+    id: &str,
+) -> ApiResult<GetCredentialResponse> {
     let id = validate::id("connection_id", id)?;
     let mut conn = ctx.store().read().await?;
-    let c = oauth::tool(&ctx.app, &mut conn, ws, &id).await?;
+    let c = oauth::connection(&ctx.app, &mut conn, ws, owner, &id).await?;
     drop(conn);
+    let (kind, begin) = match owner {
+        Owner::Model => ("model", "BeginLLMOAuthConnect"),
+        _ => ("tool", "BeginMCPServerOAuthConnect"),
+    };
     if c.per_user {
         return Err(invalid(format!(
-            "tool '{}' uses each person's own grant: the subject is required",
+            "{kind} '{}' uses each person's own grant: the subject is required",
             c.name
         )));
     }
     let Some(grant) = oauth::tokens::current(&ctx.app, &c, "").await? else {
         return Err(precondition(format!(
-            "tool '{}' is not connected: an administrator must complete its OAuth consent \
-             (BeginMCPServerOAuthConnect)",
+            "{kind} '{}' is not connected: an administrator must complete its OAuth consent \
+             ({begin})",
             c.name
         )));
     };

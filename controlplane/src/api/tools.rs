@@ -4,7 +4,7 @@
 pub mod adapters;
 pub mod catalog;
 pub mod rest;
-mod rules;
+pub(crate) mod rules;
 mod upstream;
 
 use std::collections::BTreeMap;
@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use portcullis_shared::api::tools::*;
 use portcullis_shared::api::workspace::Permission;
 use portcullis_shared::api::{AuthMethod, CredentialType, Empty};
-use portcullis_shared::audit::types;
 use serde_json::Value;
 
 use super::models::resolve_auth;
@@ -330,7 +329,7 @@ async fn sync(ctx: Ctx, req: ToolSubjectRequest) -> ApiResult<SyncToolsResponse>
     }
     let subject = admin_subject(req.act_as_sub.as_deref())?;
     let credential = if row.auth_method == AuthMethod::OAuth.as_str() {
-        let c = oauth::tool(&ctx.app, &mut conn, &ws, &row.id).await?;
+        let c = oauth::connection(&ctx.app, &mut conn, &ws, Owner::Tool, &row.id).await?;
         oauth::tokens::current(&ctx.app, &c, &subject)
             .await?
             .map(|g| g.header(now_ms()).0)
@@ -391,7 +390,7 @@ async fn begin_oauth(ctx: Ctx, req: ToolSubjectRequest) -> ApiResult<BeginOAuthC
     let ws = ctx.workspace_id().to_string();
     let mut conn = ctx.store().read().await?;
     let id = validate::id("connection_id", &req.connection_id)?;
-    let c = oauth::tool(&ctx.app, &mut conn, &ws, &id).await?;
+    let c = oauth::connection(&ctx.app, &mut conn, &ws, Owner::Tool, &id).await?;
     drop(conn);
     let subject = match c.per_user {
         true => admin_subject(req.act_as_sub.as_deref())?,
@@ -414,13 +413,9 @@ async fn disconnect_oauth(ctx: Ctx, req: ToolConnectionIdRequest) -> ApiResult<E
     let ws = ctx.workspace_id().to_string();
     let mut conn = ctx.store().read().await?;
     let id = validate::id("connection_id", &req.connection_id)?;
-    let c = oauth::tool(&ctx.app, &mut conn, &ws, &id).await?;
+    let c = oauth::connection(&ctx.app, &mut conn, &ws, Owner::Tool, &id).await?;
     drop(conn);
-    let revoked = oauth::tokens::revoke_all(&ctx.app, &c).await?;
-    if revoked > 0 {
-        let payload = serde_json::json!({"grants": revoked});
-        oauth::tokens::record(&ctx.app, &c, "", types::OAUTH_DISCONNECTED, payload).await;
-    }
+    oauth::disconnect(&ctx.app, &c).await?;
     Ok(Empty {})
 }
 

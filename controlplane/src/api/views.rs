@@ -21,6 +21,42 @@ fn refs(rows: Vec<(String, String)>) -> Vec<Ref> {
         .collect()
 }
 
+/// Stored OAuth client settings as shown: never the secret, only whether one is stored.
+async fn auth_config(
+    conn: &mut Conn,
+    stored: &str,
+    client: Owner,
+    id: &str,
+) -> ApiResult<Map<String, Value>> {
+    let mut settings: Map<String, Value> =
+        serde_json::from_str(stored).map_err(|_| corrupt("auth_config"))?;
+    if credentials::shared_keys(conn, client, id).await?.is_some() {
+        settings.insert("client_secret_set".into(), Value::Bool(true));
+    }
+    Ok(settings)
+}
+
+/// A shared OAuth connection's state: connected with a grant, consent pending while a
+/// connect link or an authorization request is outstanding, else disconnected.
+async fn oauth_state(
+    conn: &mut Conn,
+    id: &str,
+    auth: (AuthMethod, CredentialType),
+    has_credential: bool,
+) -> ApiResult<Option<String>> {
+    if auth != (AuthMethod::OAuth, CredentialType::Shared) {
+        return Ok(None);
+    }
+    let state = if has_credential {
+        "connected"
+    } else if oauth_flows::shared_pending(conn, id, now_ms()).await? {
+        "consent_pending"
+    } else {
+        "disconnected"
+    };
+    Ok(Some(state.to_string()))
+}
+
 pub async fn model(conn: &mut Conn, row: &models::ModelRow) -> ApiResult<ModelConnection> {
     let provider_config: Map<String, Value> =
         serde_json::from_str(&row.provider_config).map_err(|_| corrupt("provider_config"))?;
@@ -31,16 +67,14 @@ pub async fn model(conn: &mut Conn, row: &models::ModelRow) -> ApiResult<ModelCo
         CredentialType::parse(&row.credential_type).ok_or_else(|| corrupt("credential_type"))?;
     let secret_keys = credentials::shared_keys(conn, Owner::Model, &row.id).await?;
     let has_credential = secret_keys.as_ref().is_some_and(|k| !k.is_empty());
-    let oauth_state = (auth_method == AuthMethod::OAuth
-        && credential_type == CredentialType::Shared)
-        .then(|| {
-            if has_credential {
-                "connected"
-            } else {
-                "disconnected"
-            }
-            .to_string()
-        });
+    let auth_config = auth_config(conn, &row.auth_config, Owner::ModelOAuthClient, &row.id).await?;
+    let oauth_state = oauth_state(
+        conn,
+        &row.id,
+        (auth_method, credential_type),
+        has_credential,
+    )
+    .await?;
     Ok(ModelConnection {
         connection_id: row.id.clone(),
         workspace_id: row.workspace_id.clone(),
@@ -64,6 +98,7 @@ pub async fn model(conn: &mut Conn, row: &models::ModelRow) -> ApiResult<ModelCo
         gateways: refs(gateways::gateways_of_target(conn, &row.id).await?),
         pools: refs(pools::pools_of_model(conn, &row.id).await?),
         oauth_state,
+        auth_config,
         created_at: ts(row.created_at),
         updated_at: ts(row.updated_at),
     })
@@ -175,25 +210,14 @@ pub async fn tool(
         CredentialType::parse(&row.credential_type).ok_or_else(|| corrupt("credential_type"))?;
     let secret_keys = credentials::shared_keys(conn, Owner::Tool, &row.id).await?;
     let has_credential = secret_keys.as_ref().is_some_and(|k| !k.is_empty());
-    let mut auth_config: Map<String, Value> =
-        serde_json::from_str(&row.auth_config).map_err(|_| corrupt("auth_config"))?;
-    if credentials::shared_keys(conn, Owner::ToolOAuthClient, &row.id)
-        .await?
-        .is_some()
-    {
-        auth_config.insert("client_secret_set".into(), Value::Bool(true));
-    }
-    let oauth_state = match (auth_method, credential_type) {
-        (AuthMethod::OAuth, CredentialType::Shared) if has_credential => Some("connected"),
-        (AuthMethod::OAuth, CredentialType::Shared)
-            if oauth_flows::shared_pending(conn, &row.id, now_ms()).await? =>
-        {
-            Some("consent_pending")
-        }
-        (AuthMethod::OAuth, CredentialType::Shared) => Some("disconnected"),
-        _ => None,
-    }
-    .map(str::to_string);
+    let auth_config = auth_config(conn, &row.auth_config, Owner::ToolOAuthClient, &row.id).await?;
+    let oauth_state = oauth_state(
+        conn,
+        &row.id,
+        (auth_method, credential_type),
+        has_credential,
+    )
+    .await?;
     let tool_count = tools::catalog(conn, &row.id).await?.len() as u64;
     Ok(ToolConnection {
         connection_id: row.id.clone(),

@@ -60,6 +60,7 @@ pub async fn endpoints(http: &reqwest::Client, c: &Connection) -> ApiResult<Endp
         resource: c.server_url.clone(),
         ..Endpoints::default()
     };
+    let configured_resource = c.setting("resource").map(str::to_string);
     let mut issuer = c.setting("issuer").map(str::to_string);
     if let Some(url) = &c.server_url {
         if let Some(meta) = resource_metadata(http, url).await {
@@ -110,6 +111,9 @@ pub async fn endpoints(http: &reqwest::Client, c: &Connection) -> ApiResult<Endp
     }
     if let Some(r) = c.setting("registration_url") {
         out.registration = Some(r.to_string());
+    }
+    if configured_resource.is_some() {
+        out.resource = configured_resource;
     }
     Ok(out)
 }

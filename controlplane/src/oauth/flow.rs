@@ -35,7 +35,8 @@ pub fn routes() -> Router<Arc<App>> {
 /// was taken meanwhile.
 pub async fn start(app: &App, link: &ProvisionRow) -> ApiResult<Result<Response, Response>> {
     let mut conn = app.store.read().await?;
-    let c = super::tool(app, &mut conn, &link.workspace_id, &link.owner_id).await?;
+    let owner = Owner::parse(&link.owner_kind).unwrap_or(Owner::Tool);
+    let c = super::connection(app, &mut conn, &link.workspace_id, owner, &link.owner_id).await?;
     drop(conn);
     let p = provider(app, &c, true).await?;
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
@@ -128,9 +129,9 @@ async fn finish(app: &App, query: &HashMap<String, String>) -> ApiResult<Respons
         return Ok(unknown());
     };
     let mut conn = app.store.read().await?;
-    let c = super::tool(app, &mut conn, &flow.workspace_id, &flow.owner_id).await?;
+    let owner = Owner::parse(&flow.owner_kind).unwrap_or(Owner::Tool);
+    let c = super::connection(app, &mut conn, &flow.workspace_id, owner, &flow.owner_id).await?;
     drop(conn);
-    debug_assert_eq!(Owner::parse(&flow.owner_kind), Some(c.owner));
     let p = provider(app, &c, false).await?;
     tokens::exchange(app, &c, &p, &flow.subject, code.clone(), verifier).await?;
     let kind = if flow.subject.is_empty() {

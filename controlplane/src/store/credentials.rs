@@ -14,6 +14,8 @@ pub enum Owner {
     Tool,
     /// A tool's OAuth client secret.
     ToolOAuthClient,
+    /// A model's OAuth client secret.
+    ModelOAuthClient,
     AgentActAs,
     /// An act-as verification provider's HMAC secret.
     ActAsProvider,
@@ -25,6 +27,7 @@ impl Owner {
             Owner::Model,
             Owner::Tool,
             Owner::ToolOAuthClient,
+            Owner::ModelOAuthClient,
             Owner::AgentActAs,
             Owner::ActAsProvider,
         ]
@@ -37,6 +40,7 @@ impl Owner {
             Owner::Model => "model",
             Owner::Tool => "tool",
             Owner::ToolOAuthClient => "tool_oauth_client",
+            Owner::ModelOAuthClient => "model_oauth_client",
             Owner::AgentActAs => "agent_actas",
             Owner::ActAsProvider => "actas_provider",
         }

@@ -18,13 +18,16 @@ pub struct ModelRow {
     pub filter_window_tokens: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// OAuth client settings (JSON object, without the client secret).
+    pub auth_config: String,
 }
 
 pub async fn insert(conn: &mut Conn, row: &ModelRow) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO model_connections (id, workspace_id, name, provider, provider_config, \
          auth_method, credential_type, attributes, filter_window_bytes, filter_window_tokens, \
-         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+         created_at, updated_at, auth_config) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     )
     .bind(&row.id)
     .bind(&row.workspace_id)
@@ -38,6 +41,7 @@ pub async fn insert(conn: &mut Conn, row: &ModelRow) -> Result<(), StoreError> {
     .bind(row.filter_window_tokens)
     .bind(row.created_at)
     .bind(row.updated_at)
+    .bind(&row.auth_config)
     .execute(conn)
     .await?;
     Ok(())
@@ -47,7 +51,8 @@ pub async fn update(conn: &mut Conn, row: &ModelRow) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE model_connections SET name = $1, provider_config = $2, auth_method = $3, \
          credential_type = $4, attributes = $5, filter_window_bytes = $6, \
-         filter_window_tokens = $7, updated_at = $8 WHERE id = $9 AND workspace_id = $10",
+         filter_window_tokens = $7, updated_at = $8, auth_config = $11 \
+         WHERE id = $9 AND workspace_id = $10",
     )
     .bind(&row.name)
     .bind(&row.provider_config)
@@ -59,6 +64,26 @@ pub async fn update(conn: &mut Conn, row: &ModelRow) -> Result<(), StoreError> {
     .bind(row.updated_at)
     .bind(&row.id)
     .bind(&row.workspace_id)
+    .bind(&row.auth_config)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Replaces the OAuth client settings only (a registered client id), keeping the
+/// connection's fingerprint.
+pub async fn set_auth_config(
+    conn: &mut Conn,
+    workspace_id: &str,
+    id: &str,
+    auth_config: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE model_connections SET auth_config = $1 WHERE id = $2 AND workspace_id = $3",
+    )
+    .bind(auth_config)
+    .bind(id)
+    .bind(workspace_id)
     .execute(conn)
     .await?;
     Ok(())

@@ -59,6 +59,21 @@ pub async fn authorize(
             }
             Ok(request)
         }
+        Credential::SharedOAuth => {
+            let owner = portcullis_shared::snapshot::CredentialOwner::Model;
+            match gw.credentials.lookup(gw, owner, &model.id, "").await? {
+                Ok(headers) => {
+                    for (name, value) in &headers.headers {
+                        request = request.header(name, value);
+                    }
+                    Ok(request)
+                }
+                Err(_) => Err(GatewayError::Unsupported(format!(
+                    "model '{}' is not connected: an administrator must complete its OAuth consent",
+                    model.name
+                ))),
+            }
+        }
         Credential::Unavailable(why) => Err(GatewayError::Unsupported(why.clone())),
     }
 }

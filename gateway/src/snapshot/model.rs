@@ -219,11 +219,9 @@ fn credential(
             }
             _ => Credential::Headers(headers(secrets)?),
         },
-        (AuthMethod::ApiKey, _) => Credential::PerUser,
-        (AuthMethod::OAuth, _) => Credential::Unavailable(format!(
-            "model '{}' uses OAuth, which this gateway version cannot inject yet",
-            m.name
-        )),
+        (AuthMethod::OAuth, CredentialType::Shared) => Credential::SharedOAuth,
+        // Each person's own key or grant is fetched when they call (`crate::peruser`).
+        (AuthMethod::ApiKey | AuthMethod::OAuth, _) => Credential::PerUser,
     })
 }
 

@@ -32,6 +32,9 @@ pub struct ModelConnection {
     pub pools: Vec<Ref>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth_state: Option<String>,
+    /// OAuth client settings, without the secret (`client_secret_set` says one is stored).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub auth_config: Map<String, Value>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -56,6 +59,9 @@ pub struct CreateLLMModelConnectionRequest {
     pub filter_window_bytes: Option<u64>,
     #[serde(default)]
     pub filter_window_tokens: Option<u64>,
+    /// OAuth client settings (with `auth_method: oauth`); found by discovery where omitted.
+    #[serde(default)]
+    pub auth_config: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -95,6 +101,9 @@ pub struct UpdateLLMModelConnectionRequest {
     pub filter_window_tokens: Option<u64>,
     #[serde(default)]
     pub filter_window_provided: bool,
+    /// OAuth client settings; an empty value keeps the stored ones.
+    #[serde(default)]
+    pub auth_config: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -672,7 +672,7 @@ async fn oauth_connect_and_disconnect_validate_auth_method(cp: &ControlPlane) {
         .await;
     reply
         .expect_error("failed_precondition", 400)
-        .mentions("OAuth client");
+        .mentions("auth_config.issuer");
     // Disconnecting a disconnected model has no effect.
     cp.ok(
         MGMT,

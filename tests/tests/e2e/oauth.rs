@@ -8,13 +8,15 @@
 //! refreshed once for many concurrent calls; disconnect revokes at the provider and the next
 //! call fails. Per-user: `auth_required` and a `provision_url` until the person consents; then
 //! their calls carry their own grant and another person is still refused; links work once; an
-//! administrator's own grant (`act_as_sub`) syncs the per-user tool's catalog.
+//! administrator's own grant (`act_as_sub`) syncs the per-user tool's catalog. Models: a
+//! shared grant consented by an administrator, a per-user one from the 401's link, and
+//! disconnect.
 
 use std::time::Duration;
 
 use portcullis_tests::act_as::hmac_header;
 use portcullis_tests::controlplane::{AGENTS, MGMT};
-use portcullis_tests::oauth_mcp::OAuthMcp;
+use portcullis_tests::oauth_upstream::OAuthUpstream;
 use portcullis_tests::oidc::OidcIssuer;
 use portcullis_tests::{Backend, ControlPlane, GatewayProcess};
 use serde_json::{json, Value};
@@ -164,7 +166,7 @@ async fn events(cp: &ControlPlane, kind: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_oauth_tool_consented_refreshed_and_revoked() {
     let issuer = OidcIssuer::start().await;
-    let mcp = OAuthMcp::start(&issuer.issuer).await;
+    let mcp = OAuthUpstream::start(&issuer.issuer).await;
     let cp = ControlPlane::start(Backend::Sqlite).await;
     let id = oauth_tool(&cp, "gh", "shared", &mcp.url()).await;
     let got = oauth_state(&cp, &id).await;
@@ -267,7 +269,7 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_user_oauth_tool_provisioned_by_each_person() {
     let issuer = OidcIssuer::start().await;
-    let mcp = OAuthMcp::start(&issuer.issuer).await;
+    let mcp = OAuthUpstream::start(&issuer.issuer).await;
     let cp = ControlPlane::start(Backend::Postgres).await;
     let id = oauth_tool(&cp, "pu", "per-user", &mcp.url()).await;
     let key = agent(&cp, "bot", "pu/whoami", true).await;
@@ -373,5 +375,152 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     assert_eq!(events(&cp, "credential.provisioned").await.len(), 2);
     for t in mcp.tokens() {
         assert!(!cp.dump_store().await.contains(t.as_str()));
+    }
+}
+
+/// A model connection to the OAuth-protected upstream's `/v1`, offered on the default gateway.
+async fn oauth_model(
+    cp: &ControlPlane,
+    name: &str,
+    ctype: &str,
+    up: &OAuthUpstream,
+    settings: &Value,
+) -> String {
+    let model = cp
+        .ok(
+            MGMT,
+            "CreateLLMModelConnection",
+            cp.body(
+                json!({"name": name, "provider": "openai_compatible", "auth_method": "oauth",
+                "credential_type": ctype, "auth_config": settings,
+                "provider_config": {"model": "oauth-model", "base_url": up.llm_base_url()}}),
+            ),
+        )
+        .await;
+    let id = model["connection_id"].as_str().unwrap().to_string();
+    cp.ok(
+        MGMT,
+        "AddGatewayModel",
+        cp.body(json!({"gateway_id": cp.default_gateway_id, "connection_id": id})),
+    )
+    .await;
+    id
+}
+
+/// A chat completion as `u1`: HTTP status and body.
+async fn chat(cp: &ControlPlane, gw: &GatewayProcess, key: &str, model: &str) -> (u16, Value) {
+    let url = format!(
+        "{}/v1/chat/completions",
+        gw.gateway_url(&cp.default_gateway_id)
+    );
+    let r = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(key)
+        .header("x-svc-act-as", hmac_header("u1", SECRET))
+        .json(&json!({"model": model, "messages": [{"role": "user", "content": "who am I?"}]}))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+fn said(answer: &(u16, Value)) -> String {
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    answer.1["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", answer.1))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_models_shared_and_per_user() {
+    let issuer = OidcIssuer::start().await;
+    let up = OAuthUpstream::start(&issuer.issuer).await;
+    let cp = ControlPlane::start(Backend::Postgres).await;
+    // Endpoints from the issuer's metadata, the client registered dynamically, tokens issued
+    // for the model's base URL.
+    let settings =
+        json!({"issuer": issuer.issuer, "resource": up.llm_base_url(), "scopes": "tools"});
+    let team = oauth_model(&cp, "team", "shared", &up, &settings).await;
+    let mine = oauth_model(&cp, "mine", "per-user", &up, &settings).await;
+    cp.ok(
+        AGENTS,
+        "RegisterAgent",
+        cp.body(
+            json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
+            "allowed_direct_model_names": ["team", "mine"], "actas_method": "hmac",
+            "actas_hmac_secret": SECRET, "actas_allowed_subjects": ["u1"]}),
+        ),
+    )
+    .await;
+    let key = cp
+        .ok(
+            AGENTS,
+            "CreateAgentKey",
+            cp.body(json!({"agent_id": "bot", "name": "k"})),
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gw = GatewayProcess::start(&cp).await;
+
+    // Shared: refused until an administrator consents, then every call carries the grant.
+    let (status, body) = chat(&cp, &gw, &key, "team").await;
+    assert_ne!(status, 200, "{body}");
+    assert!(body.to_string().contains("not connected"), "{body}");
+    let begun = cp
+        .ok(
+            MGMT,
+            "BeginLLMOAuthConnect",
+            cp.body(json!({"connection_id": team})),
+        )
+        .await;
+    let (status, page) = issuer
+        .browse(begun["consent_url"].as_str().unwrap(), "admin")
+        .await;
+    assert_eq!(status, 200, "{page}");
+    let got = cp
+        .ok(
+            MGMT,
+            "GetLLMModelConnection",
+            cp.body(json!({"connection_id": team})),
+        )
+        .await;
+    assert_eq!(got["model"]["oauth_state"], "connected", "{got}");
+    assert_eq!(said(&chat(&cp, &gw, &key, "team").await), "admin");
+
+    // Per-user: the person's own consent, from the link the 401 carries.
+    cp.call(
+        MGMT,
+        "BeginLLMOAuthConnect",
+        cp.body(json!({"connection_id": mine})),
+    )
+    .await
+    .expect_error("failed_precondition", 400)
+    .mentions("provision URL");
+    let (status, body) = chat(&cp, &gw, &key, "mine").await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["type"], "credential_required", "{body}");
+    let link = body["error"]["provision_url"].as_str().unwrap().to_string();
+    let (status, page) = issuer.browse(&link, "u1-at-idp").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(said(&chat(&cp, &gw, &key, "mine").await), "u1-at-idp");
+
+    // Disconnected: revoked at the provider; the shared model is refused again.
+    cp.ok(
+        MGMT,
+        "DisconnectLLMOAuth",
+        cp.body(json!({"connection_id": team})),
+    )
+    .await;
+    let (status, body) = chat(&cp, &gw, &key, "team").await;
+    assert_ne!(status, 200, "{body}");
+    for t in up.tokens() {
+        assert!(
+            !cp.dump_store().await.contains(t.as_str()),
+            "sealed at rest"
+        );
+        assert!(!gw.logs().contains(t.as_str()) && !cp.logs().contains(t.as_str()));
     }
 }

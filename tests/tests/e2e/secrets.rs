@@ -1,5 +1,6 @@
-//! No secret (upstream key, agent key, platform key, HMAC secret) appears in any reply, log
-//! line, error message, or in clear in the store.
+//! No secret (upstream key, agent key, platform key, HMAC secret, OAuth client secret)
+//! appears in any reply, log line, error message, or in clear in the store. OAuth tokens are
+//! checked the same way where they are issued (`oauth.rs`).
 
 use portcullis_tests::controlplane::{AGENTS, MGMT, RULES, SYNC};
 use portcullis_tests::{on_both_backends, ControlPlane};
@@ -133,7 +134,47 @@ async fn secrets_never_leak(cp: &ControlPlane) {
             .await,
         );
     }
+    // OAuth client secrets, on a model and a tool: shown as `client_secret_set` only.
+    let client_secret = "oauth-client-secret-5e8a1c";
+    let oauth = json!({"authorization_url": "https://idp.example.com/authorize",
+        "token_url": "https://idp.example.com/token", "client_id": "portcullis",
+        "client_secret": client_secret});
+    let om = cp
+        .ok(
+            MGMT,
+            "CreateLLMModelConnection",
+            cp.body(json!({"name": "om", "provider": "openai",
+        "provider_config": {"model": "gpt-4o"}, "auth_method": "oauth", "credential_type": "shared",
+        "auth_config": oauth})),
+        )
+        .await;
+    assert_eq!(
+        om["model"]["auth_config"]["client_secret_set"], true,
+        "{om}"
+    );
+    replies.push(om);
+    let ot = cp
+        .ok(
+            MGMT,
+            "CreateMCPServerConnection",
+            cp.body(json!({"name": "ot",
+        "protocol": "streamable-http", "protocol_config": {"url": "https://mcp.example.com/mcp"},
+        "auth_method": "oauth", "credential_type": "shared", "auth_config": oauth})),
+        )
+        .await;
+    assert_eq!(ot["tool"]["auth_config"]["client_secret_set"], true, "{ot}");
+    replies.push(ot);
+    replies.push(
+        cp.ok(MGMT, "ListMCPServerConnections", cp.body(json!({})))
+            .await,
+    );
+    replies.push(
+        cp.ok(MGMT, "ListLLMModelConnections", cp.body(json!({})))
+            .await,
+    );
+
     let secrets = [
+        client_secret,
         upstream,
         hmac,
         &whsec,

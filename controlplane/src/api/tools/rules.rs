@@ -226,6 +226,7 @@ pub fn check_secrets(
 }
 
 const OAUTH_KEYS: &[&str] = &[
+    "issuer",
     "authorization_url",
     "token_url",
     "revocation_url",
@@ -234,6 +235,7 @@ const OAUTH_KEYS: &[&str] = &[
     "client_secret",
     "scopes",
     "dynamic_registration",
+    "resource",
 ];
 
 /// OAuth client settings: only with `auth_method: oauth`; URLs must be URLs. Returns the
@@ -260,10 +262,12 @@ pub fn auth_config(
         }
     }
     for key in [
+        "issuer",
         "authorization_url",
         "token_url",
         "revocation_url",
         "registration_url",
+        "resource",
     ] {
         if let Some(v) = config.get(key) {
             let text = v

@@ -1,8 +1,11 @@
-//! An MCP server (Streamable HTTP, stateless, JSON answers) that accepts only access tokens
-//! the test OpenID provider issued for it: each bearer token is introspected at the provider
-//! (RFC 7662, as resource server `portcullis-rs`) and must be active with this server's URL
-//! as its audience. It publishes RFC 9728 metadata naming the provider, and answers 401 with
-//! `WWW-Authenticate` otherwise. Tool `whoami` answers with the `sub` the token belongs to.
+//! Upstreams that accept only access tokens the test OpenID provider issued for them: each
+//! bearer token is introspected at the provider (RFC 7662, as resource server
+//! `portcullis-rs`) and must be active with the upstream's URL as its audience; otherwise
+//! 401 with `WWW-Authenticate`. Two of them on one port:
+//! - an MCP server at `/mcp` (Streamable HTTP, stateless, JSON answers) publishing RFC 9728
+//!   metadata that names the provider; tool `whoami` answers with the token's `sub`;
+//! - an OpenAI-shaped model at `/v1` (resource `http://<addr>/v1`): `POST
+//!   /v1/chat/completions` answers with the token's `sub` as the assistant's text.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -22,13 +25,13 @@ struct Shared {
     refused: Mutex<u64>,
 }
 
-pub struct OAuthMcp {
+pub struct OAuthUpstream {
     pub addr: std::net::SocketAddr,
     shared: Arc<Shared>,
     _task: tokio::task::JoinHandle<()>,
 }
 
-impl OAuthMcp {
+impl OAuthUpstream {
     /// Trusts the provider at `issuer` (an [`crate::oidc::OidcIssuer`]).
     pub async fn start(issuer: &str) -> Self {
         let shared = Arc::new(Shared {
@@ -44,6 +47,7 @@ impl OAuthMcp {
         let router = Router::new()
             .route("/mcp", post(handle))
             .route("/.well-known/oauth-protected-resource/mcp", get(metadata))
+            .route("/v1/chat/completions", post(chat))
             .with_state(shared.clone());
         let (addr, task) = crate::process::serve(router).await;
         let _ = shared.url.set(format!("http://{addr}/mcp"));
@@ -56,6 +60,11 @@ impl OAuthMcp {
 
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
+    }
+
+    /// The model's base URL, also the resource its tokens must be issued for.
+    pub fn llm_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
     }
 
     /// Every bearer token presented so far.
@@ -87,8 +96,8 @@ async fn metadata(State(s): State<Arc<Shared>>) -> Response {
     .into_response()
 }
 
-/// The `sub` of an active token issued for this server, by introspection.
-async fn subject(s: &Shared, token: &str) -> Option<String> {
+/// The `sub` of an active token issued for `audience`, by introspection.
+async fn subject(s: &Shared, token: &str, audience: &str) -> Option<String> {
     let answer: Value = s
         .http
         .post(format!("{}/token/introspection", s.issuer))
@@ -100,10 +109,9 @@ async fn subject(s: &Shared, token: &str) -> Option<String> {
         .json()
         .await
         .ok()?;
-    let url = s.url.get()?;
     let for_us = match &answer["aud"] {
-        Value::String(a) => a == url,
-        Value::Array(a) => a.iter().any(|v| v == url.as_str()),
+        Value::String(a) => a == audience,
+        Value::Array(a) => a.iter().any(|v| v == audience),
         _ => false,
     };
     (answer["active"] == true && for_us)
@@ -125,24 +133,44 @@ fn unauthorized(s: &Shared) -> Response {
         .into_response()
 }
 
+/// The caller's `sub`, from a bearer token issued for `audience`.
+async fn caller(s: &Shared, headers: &HeaderMap, audience: &str) -> Option<String> {
+    let token = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))?
+        .to_string();
+    s.tokens
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(token.clone());
+    subject(s, &token, audience).await
+}
+
+async fn chat(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let audience = s
+        .url
+        .get()
+        .map_or(String::new(), |u| u.replace("/mcp", "/v1"));
+    let Some(sub) = caller(&s, &headers, &audience).await else {
+        return unauthorized(&s);
+    };
+    axum::Json(json!({
+        "id": "chatcmpl-oauth", "object": "chat.completion", "created": 0, "model": "oauth-model",
+        "choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": sub}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }))
+    .into_response()
+}
+
 async fn handle(
     State(s): State<Arc<Shared>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let token = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_string);
-    let Some(token) = token else {
-        return unauthorized(&s);
-    };
-    s.tokens
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(token.clone());
-    let Some(sub) = subject(&s, &token).await else {
+    let audience = s.url.get().cloned().unwrap_or_default();
+    let Some(sub) = caller(&s, &headers, &audience).await else {
         return unauthorized(&s);
     };
     let Ok(message) = serde_json::from_slice::<Value>(&body) else {
