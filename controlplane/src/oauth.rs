@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{corrupt, not_found, precondition, ApiError, ApiResult};
 use crate::store::credentials::{self, Owner};
-use crate::store::{models, tools, Conn};
+use crate::store::{models, oauth_flows, tools, Conn};
 use crate::App;
 
 pub use discovery::Endpoints;
@@ -270,11 +270,8 @@ async fn registered(
     settings.insert("client_id".into(), Value::String(id.clone()));
     settings.insert("dynamic_registration".into(), Value::Bool(true));
     let text = serde_json::to_string(&settings).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut tx = app.store.write(&c.workspace_id).await?;
-    match c.owner {
-        Owner::Model => models::set_auth_config(tx.conn(), &c.workspace_id, &c.id, &text).await?,
-        _ => tools::set_auth_config(tx.conn(), &c.workspace_id, &c.id, &text).await?,
-    }
+    let mut tx = app.store.write_unscoped().await?;
+    oauth_flows::set_client_settings(tx.conn(), c.owner, &c.workspace_id, &c.id, &text).await?;
     credentials::delete_all(tx.conn(), c.client_owner(), &c.id).await?;
     if let Some(secret) = &secret {
         let values = [("client_secret".to_string(), secret.clone())].into();

@@ -286,17 +286,28 @@ async fn list(ctx: Ctx, req: UserCredentialsRequest) -> ApiResult<ListUserCreden
     Ok(ListUserCredentialsResponse { credentials })
 }
 
+/// Deletes a person's credential; an OAuth grant is revoked at the provider first.
 async fn delete(ctx: Ctx, req: DeleteUserCredentialRequest) -> ApiResult<Empty> {
     let ws = ctx.workspace_id().to_string();
-    let mut tx = ctx.store().write(&ws).await?;
-    let c = either(tx.conn(), &ws, &req.connection_id).await?;
-    if !credentials::delete_subject(tx.conn(), c.owner, &c.id, &req.subject).await? {
+    let mut conn = ctx.store().read().await?;
+    let c = either(&mut conn, &ws, &req.connection_id).await?;
+    let found = if c.oauth {
+        let oc = oauth::connection(&ctx.app, &mut conn, &ws, c.owner, &c.id).await?;
+        drop(conn);
+        oauth::tokens::revoke_subject(&ctx.app, &oc, &req.subject).await?
+    } else {
+        drop(conn);
+        let mut tx = ctx.store().write_unscoped().await?;
+        let found = credentials::delete_subject(tx.conn(), c.owner, &c.id, &req.subject).await?;
+        tx.commit().await?;
+        found
+    };
+    if !found {
         return Err(not_found(
             "credential of subject",
             &validate::clip(&req.subject),
         ));
     }
-    tx.commit().await?;
     Ok(Empty {})
 }
 

@@ -51,7 +51,8 @@ pub async fn start(app: &App, link: &ProvisionRow) -> ApiResult<Result<Response,
         request = request.add_extra_param("resource", r);
     }
     let (url, state) = request.url();
-    let mut tx = app.store.write(&link.workspace_id).await?;
+    // Nothing here is in a snapshot: no gateway needs waking.
+    let mut tx = app.store.write_unscoped().await?;
     if !provision::take(tx.conn(), &link.token_hash, now_ms()).await? {
         return Ok(Err(page(
             StatusCode::GONE,

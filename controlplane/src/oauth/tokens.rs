@@ -11,8 +11,7 @@ use portcullis_shared::audit::{types, ResourceRef};
 
 use super::{provider, Connection, Provider};
 use crate::error::{precondition, ApiError, ApiResult};
-use crate::store::credentials;
-use crate::store::now_ms;
+use crate::store::{credentials, now_ms, oauth_flows};
 use crate::App;
 
 /// Longest a gateway keeps an access token before asking again.
@@ -101,8 +100,20 @@ async fn load(app: &App, c: &Connection, subject: &str) -> ApiResult<Option<Gran
     Ok(values.as_ref().and_then(Grant::parse))
 }
 
-async fn save(app: &App, c: &Connection, subject: &str, grant: &Grant) -> ApiResult<()> {
-    let mut tx = app.store.write(&c.workspace_id).await?;
+/// Stores a grant. Grants are not in snapshots: only a new shared grant is announced to the
+/// gateways (`announce`: they retry discovering the connection), so refreshes and people's
+/// consents do not make every gateway recompile.
+async fn save(
+    app: &App,
+    c: &Connection,
+    subject: &str,
+    grant: &Grant,
+    announce: bool,
+) -> ApiResult<()> {
+    let mut tx = match announce {
+        true => app.store.write(&c.workspace_id).await?,
+        false => app.store.write_unscoped().await?,
+    };
     credentials::put(
         tx.conn(),
         app.store.cipher(),
@@ -113,6 +124,10 @@ async fn save(app: &App, c: &Connection, subject: &str, grant: &Grant) -> ApiRes
         &grant.values(),
     )
     .await?;
+    if announce {
+        // The shared grant is in place: other consents under way for it end here.
+        oauth_flows::cancel_shared(tx.conn(), &c.id).await?;
+    }
     tx.commit().await?;
     Ok(())
 }
@@ -137,7 +152,8 @@ pub async fn exchange(
         .request_async(&app.oauth.http)
         .await
         .map_err(|e| precondition(format!("the provider refused the code: {}", describe(&e))))?;
-    save(app, c, subject, &Grant::from_response(&response, None)).await
+    let grant = Grant::from_response(&response, None);
+    save(app, c, subject, &grant, subject.is_empty()).await
 }
 
 /// The current grant of `subject` (`""`: the shared one), refreshed first when due; `None`
@@ -192,7 +208,7 @@ async fn refresh(
     match request.request_async(&app.oauth.http).await {
         Ok(response) => {
             let fresh = Grant::from_response(&response, Some(&grant));
-            save(app, c, subject, &fresh).await?;
+            save(app, c, subject, &fresh, false).await?;
             tracing::info!(connection_id = %c.id, "OAuth grant refreshed.");
             Ok(Some(fresh))
         }
@@ -226,7 +242,7 @@ async fn refresh(
 
 /// Deletes a grant the provider will not refresh, and records why (never the token).
 async fn forget(app: &App, c: &Connection, subject: &str, why: &str) -> ApiResult<()> {
-    let mut tx = app.store.write(&c.workspace_id).await?;
+    let mut tx = app.store.write_unscoped().await?;
     credentials::delete_subject(tx.conn(), c.owner, &c.id, subject).await?;
     tx.commit().await?;
     tracing::warn!(connection_id = %c.id, why, "OAuth grant deleted: consent is needed again.");
@@ -258,8 +274,21 @@ pub async fn revoke_all(app: &App, c: &Connection) -> ApiResult<usize> {
     }
     let mut tx = app.store.write(&c.workspace_id).await?;
     credentials::delete_all(tx.conn(), c.owner, &c.id).await?;
+    oauth_flows::cancel_shared(tx.conn(), &c.id).await?;
     tx.commit().await?;
     Ok(grants.len())
+}
+
+/// Revokes one person's grant at the provider and deletes it; whether there was one.
+pub async fn revoke_subject(app: &App, c: &Connection, subject: &str) -> ApiResult<bool> {
+    let Some(grant) = load(app, c, subject).await? else {
+        return Ok(false);
+    };
+    revoke_at_provider(app, c, &[grant]).await;
+    let mut tx = app.store.write_unscoped().await?;
+    let found = credentials::delete_subject(tx.conn(), c.owner, &c.id, subject).await?;
+    tx.commit().await?;
+    Ok(found)
 }
 
 /// Best effort: a provider that cannot be reached does not keep the grant stored here.

@@ -70,25 +70,6 @@ pub async fn update(conn: &mut Conn, row: &ModelRow) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Replaces the OAuth client settings only (a registered client id), keeping the
-/// connection's fingerprint.
-pub async fn set_auth_config(
-    conn: &mut Conn,
-    workspace_id: &str,
-    id: &str,
-    auth_config: &str,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE model_connections SET auth_config = $1 WHERE id = $2 AND workspace_id = $3",
-    )
-    .bind(auth_config)
-    .bind(id)
-    .bind(workspace_id)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 pub async fn get(
     conn: &mut Conn,
     workspace_id: &str,

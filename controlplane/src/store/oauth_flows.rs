@@ -1,8 +1,10 @@
 //! OAuth consents under way (DESIGN §14): the PKCE verifier of each authorization request,
-//! sealed, found by the SHA-256 of its `state` and used once.
+//! sealed, found by the SHA-256 of its `state` and used once; and the client settings a
+//! consent registers.
 
 use portcullis_shared::seal::Cipher;
 
+use super::credentials::Owner;
 use super::db::{Conn, StoreError};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -77,6 +79,46 @@ pub async fn shared_pending(conn: &mut Conn, owner_id: &str, now: i64) -> Result
     .fetch_one(conn)
     .await?;
     Ok(n > 0)
+}
+
+/// Cancels a connection's shared consents under way: unused connect links and unanswered
+/// authorization requests (on disconnect, and once one consent has completed).
+pub async fn cancel_shared(conn: &mut Conn, owner_id: &str) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM oauth_flows WHERE owner_id = $1 AND subject = ''")
+        .bind(owner_id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "DELETE FROM provision_tokens WHERE owner_id = $1 AND subject = '' AND used_at IS NULL",
+    )
+    .bind(owner_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Replaces a connection's OAuth client settings only (a registered client id): callers of
+/// the upstream need not start over, so the connection's fingerprint stays.
+pub async fn set_client_settings(
+    conn: &mut Conn,
+    owner: Owner,
+    workspace_id: &str,
+    id: &str,
+    auth_config: &str,
+) -> Result<(), StoreError> {
+    let table = match owner {
+        Owner::Model => "model_connections",
+        _ => "tool_connections",
+    };
+    sqlx::query(&format!(
+        "UPDATE {table} SET auth_config = $1 WHERE id = $2 AND workspace_id = $3"
+    ))
+    .bind(auth_config)
+    .bind(id)
+    .bind(workspace_id)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// Deletes flows expired before `before`.

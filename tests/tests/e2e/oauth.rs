@@ -152,6 +152,25 @@ async fn oauth_state(cp: &ControlPlane, id: &str) -> Value {
         .clone()
 }
 
+/// An administrator's consent: `operation` (a Begin…OAuthConnect) with `body`, completed at
+/// the provider as `login`; the consent URL.
+async fn consent(
+    cp: &ControlPlane,
+    issuer: &OidcIssuer,
+    operation: &str,
+    body: Value,
+    login: &str,
+) -> String {
+    let begun = cp.ok(MGMT, operation, cp.body(body)).await;
+    let url = begun["consent_url"].as_str().unwrap().to_string();
+    assert!(url.contains("/connect/"), "{begun}");
+    assert!(begun["expires_at"].as_str().is_some(), "{begun}");
+    let (status, page) = issuer.browse(&url, login).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("is connected"), "{page}");
+    url
+}
+
 async fn events(cp: &ControlPlane, kind: &str) -> Vec<Value> {
     let found = cp
         .ok(
@@ -182,24 +201,16 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
     // The consent: discovery and registration with no client settings given; short-lived
     // access tokens from now on, to see them refreshed.
     issuer.set_access_ttl(6).await;
-    let begun = cp
-        .ok(
-            MGMT,
-            "BeginMCPServerOAuthConnect",
-            cp.body(json!({"connection_id": id})),
-        )
-        .await;
-    let consent_url = begun["consent_url"].as_str().unwrap().to_string();
-    assert!(consent_url.contains("/connect/"), "{begun}");
-    assert!(begun["expires_at"].as_str().is_some());
-    assert_eq!(issuer.stat("registrations").await, 1);
+    let op = "BeginMCPServerOAuthConnect";
+    let body = json!({"connection_id": id});
+    cp.ok(MGMT, op, cp.body(body.clone())).await;
+    let got = oauth_state(&cp, &id).await;
     assert_eq!(
-        oauth_state(&cp, &id).await["oauth_state"],
-        "consent_pending"
+        got["oauth_state"], "consent_pending",
+        "an unused link is pending: {got}"
     );
-    let (status, page) = issuer.browse(&consent_url, "admin").await;
-    assert_eq!(status, 200, "{page}");
-    assert!(page.contains("connected"), "{page}");
+    let consent_url = consent(&cp, &issuer, op, body, "admin").await;
+    assert_eq!(issuer.stat("registrations").await, 1, "registered once");
     let got = oauth_state(&cp, &id).await;
     assert_eq!(got["oauth_state"], "connected", "{got}");
     assert_eq!(got["auth_config"]["dynamic_registration"], true, "{got}");
@@ -329,17 +340,15 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     reply
         .expect_error("invalid_argument", 400)
         .mentions("act_as_sub");
-    let begun = cp
-        .ok(
-            MGMT,
-            "BeginMCPServerOAuthConnect",
-            cp.body(json!({"connection_id": id, "act_as_sub": "admin@example.com"})),
-        )
-        .await;
-    let (status, page) = issuer
-        .browse(begun["consent_url"].as_str().unwrap(), "admin-at-idp")
-        .await;
-    assert_eq!(status, 200, "{page}");
+    let body = json!({"connection_id": id, "act_as_sub": "admin@example.com"});
+    consent(
+        &cp,
+        &issuer,
+        "BeginMCPServerOAuthConnect",
+        body,
+        "admin-at-idp",
+    )
+    .await;
     let people = cp
         .ok(
             MGMT,
@@ -354,6 +363,13 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
         .filter_map(|c| c["subject"].as_str())
         .collect();
     assert!(subjects.contains(&"admin@example.com"), "{people}");
+
+    // Deleting a person's grant revokes it at the provider.
+    let u1 = subjects.iter().find(|s| s.starts_with("u1|")).unwrap();
+    let revocations = issuer.stat("revocations").await;
+    let body = json!({"connection_id": id, "subject": u1});
+    cp.ok(MGMT, "DeleteUserCredential", cp.body(body)).await;
+    assert_eq!(issuer.stat("revocations").await, revocations + 1);
 
     // With it, the administrator syncs the per-user tool's catalog.
     let synced = cp
@@ -469,17 +485,8 @@ async fn oauth_models_shared_and_per_user() {
     let (status, body) = chat(&cp, &gw, &key, "team").await;
     assert_ne!(status, 200, "{body}");
     assert!(body.to_string().contains("not connected"), "{body}");
-    let begun = cp
-        .ok(
-            MGMT,
-            "BeginLLMOAuthConnect",
-            cp.body(json!({"connection_id": team})),
-        )
-        .await;
-    let (status, page) = issuer
-        .browse(begun["consent_url"].as_str().unwrap(), "admin")
-        .await;
-    assert_eq!(status, 200, "{page}");
+    let body = json!({"connection_id": team});
+    consent(&cp, &issuer, "BeginLLMOAuthConnect", body, "admin").await;
     let got = cp
         .ok(
             MGMT,
