@@ -295,10 +295,18 @@ async fn tool_connections(
             ),
             Protocol::Rest => (None, None),
         };
-        // An OAuth grant is not a header: gateways ask for its current access token.
-        let secrets = match t.auth_method == AuthMethod::OAuth.as_str() {
-            true => None,
-            false => credentials::open_shared(conn, cipher, Owner::Tool, &t.id).await?,
+        // An OAuth grant is not a header: gateways ask for its current access token. Which
+        // grant it is (a new consent, none after a disconnect) is part of the fingerprint, so
+        // gateways drop the old token and sessions at once; refreshes keep it.
+        let (secrets, grant) = match t.auth_method == AuthMethod::OAuth.as_str() {
+            true => (
+                None,
+                credentials::stored_since(conn, Owner::Tool, &t.id, "").await?,
+            ),
+            false => (
+                credentials::open_shared(conn, cipher, Owner::Tool, &t.id).await?,
+                None,
+            ),
         };
         out.push(SnapTool {
             protocol,
@@ -315,7 +323,10 @@ async fn tool_connections(
             field_classifications: serde_json::from_str(&t.field_classifications)
                 .unwrap_or_default(),
             catalog: catalog.remove(&t.id).unwrap_or_default(),
-            fingerprint: format!("{}:{}", t.id, t.updated_at),
+            fingerprint: match grant {
+                Some(since) => format!("{}:{}:{since}", t.id, t.updated_at),
+                None => format!("{}:{}", t.id, t.updated_at),
+            },
             connection_id: t.id,
             name: t.name,
         });

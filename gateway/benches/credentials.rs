@@ -2,7 +2,8 @@
 //! with SigV4 (`aws-sigv4` over the exact body sent), and taking a cached Google token or AWS
 //! credentials from the expiring cache that every call to a cloud model goes through; and
 //! authenticating a caller by agent key or by exchanged token; verifying an act-as OIDC token
-//! on first sight and once remembered.
+//! on first sight and once remembered; and a person's credential (or an OAuth access token)
+//! found in the gateway's cache among 100,000 others.
 //! `cargo bench -p portcullis-gateway --bench credentials`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a benchmark: a failure should stop it loudly
@@ -251,12 +252,40 @@ fn actas_oidc(c: &mut Criterion) {
     });
 }
 
+fn person_credential(c: &mut Criterion) {
+    use portcullis_gateway::peruser::{Credential, Credentials};
+    let cache = Credentials::default();
+    let header = |v: &str| {
+        let name = http::HeaderName::from_static("authorization");
+        let value = http::HeaderValue::from_str(&format!("Bearer {v}")).expect("header");
+        std::sync::Arc::new(Credential {
+            headers: vec![(name, value)],
+            digest: v.to_string(),
+        })
+    };
+    let hour = Duration::from_secs(3600);
+    for connection in 0..100 {
+        for person in 0..1000 {
+            let (id, sub) = (
+                format!("connection-{connection}"),
+                format!("person-{person}"),
+            );
+            cache.keep(&id, &sub, header(&format!("{connection}-{person}")), hour);
+        }
+    }
+    c.bench_function(
+        "a person's credential from the cache (100 x 1,000 kept)",
+        |b| b.iter(|| cache.cached("connection-42", "person-421").expect("cached")),
+    );
+}
+
 criterion_group!(
     benches,
     sigv4,
     cached_token,
     agent_token,
     authenticate,
-    actas_oidc
+    actas_oidc,
+    person_credential
 );
 criterion_main!(benches);

@@ -48,7 +48,8 @@ pub struct Credentials {
 }
 
 impl Credentials {
-    fn cached(&self, connection_id: &str, subject: &str) -> Option<Headers> {
+    /// The fetched credential of `subject` on the connection, while it may still be used.
+    pub fn cached(&self, connection_id: &str, subject: &str) -> Option<Headers> {
         let map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         map.get(connection_id)?
             .get(subject)
@@ -56,7 +57,8 @@ impl Credentials {
             .map(|(_, h)| h.clone())
     }
 
-    fn keep(&self, connection_id: &str, subject: &str, headers: Headers, ttl: Duration) {
+    /// Keeps a fetched credential for `ttl` (expired entries go as it is added).
+    pub fn keep(&self, connection_id: &str, subject: &str, headers: Headers, ttl: Duration) {
         let now = Instant::now();
         let mut map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         for people in map.values_mut() {

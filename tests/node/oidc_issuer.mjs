@@ -21,6 +21,8 @@
 //        provider's pages, and returns the first other page it lands on.
 //   POST /_test/access_ttl?seconds=  {}: the lifetime of access tokens issued for resource
 //        servers from now on (default 3600).
+//   POST /_test/refuse_refresh  {}: from now on every refresh-token grant is answered 400
+//        `invalid_grant`, as when a user revoked the application at the provider.
 //
 // As an OAuth authorization server for MCP servers it has: dynamic client registration
 // (open, RFC 7591), refresh tokens for every client allowed the grant, revocation (revoking a
@@ -81,6 +83,7 @@ let refreshGrants = 0;
 let revocations = 0;
 let introspections = 0;
 let accessTtl = 3600;
+let refuseRefresh = false;
 
 function buildProvider() {
   const provider = new Provider(issuer, {
@@ -388,6 +391,9 @@ async function testRoute(req, res, url) {
       const end = await follow(request, await request(start), start, url.searchParams.get('login') || 'alice');
       return json(res, 200, { status: end.response.status, url: end.url.href, body: await end.response.text() });
     }
+    case 'POST /_test/refuse_refresh':
+      refuseRefresh = true;
+      return json(res, 200, {});
     case 'POST /_test/access_ttl':
       accessTtl = Number(url.searchParams.get('seconds'));
       if (!(accessTtl > 0)) throw new BadRequest('seconds must be a positive number');
@@ -395,6 +401,20 @@ async function testRoute(req, res, url) {
     default:
       return json(res, 404, { error: `no test route ${route}` });
   }
+}
+
+// With /_test/refuse_refresh: a refresh-token grant is refused; any other token request too
+// (its body is read here), which the tests do not make after refusing.
+function refuseRefreshGrant(req, res) {
+  let body = '';
+  req.on('data', (chunk) => { body += chunk; });
+  req.on('end', () => {
+    const grant = new URLSearchParams(body).get('grant_type');
+    json(res, 400, {
+      error: grant === 'refresh_token' ? 'invalid_grant' : 'invalid_request',
+      error_description: 'the test provider refuses token requests now',
+    });
+  });
 }
 
 const server = http.createServer((req, res) => {
@@ -407,6 +427,10 @@ const server = http.createServer((req, res) => {
       }
       else res.end();
     });
+    return;
+  }
+  if (refuseRefresh && req.method === 'POST' && url.pathname === '/token') {
+    refuseRefreshGrant(req, res);
     return;
   }
   if (url.pathname === JWKS_PATH) jwksHits += 1;

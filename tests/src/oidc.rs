@@ -126,6 +126,12 @@ impl OidcIssuer {
         .await;
     }
 
+    /// From now on the provider refuses every refresh-token grant (`invalid_grant`).
+    pub async fn refuse_refresh(&self) {
+        self.call(reqwest::Method::POST, "refuse_refresh", &[])
+            .await;
+    }
+
     /// A counter of the provider's: `registrations`, `refresh_grants`, `revocations`,
     /// `introspections`, `jwks_hits`, `discovery_hits`.
     pub async fn stat(&self, name: &str) -> u64 {

@@ -100,9 +100,10 @@ async fn load(app: &App, c: &Connection, subject: &str) -> ApiResult<Option<Gran
     Ok(values.as_ref().and_then(Grant::parse))
 }
 
-/// Stores a grant. Grants are not in snapshots: only a new shared grant is announced to the
-/// gateways (`announce`: they retry discovering the connection), so refreshes and people's
-/// consents do not make every gateway recompile.
+/// Stores a grant. Tokens are not in snapshots: only a new shared grant is announced to the
+/// gateways (`announce`: it changes the tool's fingerprint, so they drop the old token and
+/// sessions and retry discovery), so refreshes and people's consents do not make every
+/// gateway recompile.
 async fn save(
     app: &App,
     c: &Connection,
@@ -242,7 +243,11 @@ async fn refresh(
 
 /// Deletes a grant the provider will not refresh, and records why (never the token).
 async fn forget(app: &App, c: &Connection, subject: &str, why: &str) -> ApiResult<()> {
-    let mut tx = app.store.write_unscoped().await?;
+    // A shared grant's end reaches the gateways at once (it is in the tool's fingerprint).
+    let mut tx = match subject.is_empty() {
+        true => app.store.write(&c.workspace_id).await?,
+        false => app.store.write_unscoped().await?,
+    };
     credentials::delete_subject(tx.conn(), c.owner, &c.id, subject).await?;
     tx.commit().await?;
     tracing::warn!(connection_id = %c.id, why, "OAuth grant deleted: consent is needed again.");

@@ -111,6 +111,26 @@ pub async fn shared_keys(
     row.map(|r| from_json(&r.0)).transpose()
 }
 
+/// When an owner's credential for `subject` was first stored (a replacement keeps it; a
+/// credential deleted and stored again gets a new one).
+pub async fn stored_since(
+    conn: &mut Conn,
+    owner: Owner,
+    owner_id: &str,
+    subject: &str,
+) -> Result<Option<i64>, StoreError> {
+    let row: Option<(i64,)> = sqlx::query_as(
+        "SELECT created_at FROM credentials WHERE owner_kind = $1 AND owner_id = $2 \
+         AND subject = $3",
+    )
+    .bind(owner.as_str())
+    .bind(owner_id)
+    .bind(subject)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| r.0))
+}
+
 /// Decrypts the shared credential of an owner.
 pub async fn open_shared(
     conn: &mut Conn,

@@ -6,7 +6,7 @@
 //! Shared: discovered (RFC 9728 → OpenID metadata) and registered (RFC 7591) with no client
 //! settings at all; an administrator's consent serves every agent; an expired access token is
 //! refreshed once for many concurrent calls; disconnect revokes at the provider and the next
-//! call fails. Per-user: `auth_required` and a `provision_url` until the person consents; then
+//! call fails; a refresh the provider refuses drops the grant and is audited. Per-user: `auth_required` and a `provision_url` until the person consents; then
 //! their calls carry their own grant and another person is still refused; links work once; an
 //! administrator's own grant (`act_as_sub`) syncs the per-user tool's catalog. Models: a
 //! shared grant consented by an administrator, a per-user one from the 401's link, and
@@ -259,8 +259,24 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
     let after = whoami(&cp, &gw, &one, None, "gh").await;
     assert!(after.get("error").is_some(), "{after}");
 
+    // Connected again; then the provider stops refreshing: the grant is dropped and audited,
+    // the connection reads disconnected and calls are refused.
+    consent(&cp, &issuer, op, json!({"connection_id": id}), "admin").await;
+    assert_eq!(text(&whoami(&cp, &gw, &one, None, "gh").await), "admin");
+    issuer.refuse_refresh().await;
+    tokio::time::sleep(Duration::from_millis(6_500)).await;
+    let refused = whoami(&cp, &gw, &one, None, "gh").await;
+    assert!(refused.to_string().contains("not connected"), "{refused}");
+    assert_eq!(oauth_state(&cp, &id).await["oauth_state"], "disconnected");
+    let failed = events(&cp, "oauth.refresh_failed").await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0]["payload"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("invalid_grant"));
+
     // Audited; no token anywhere but where it is sent.
-    assert_eq!(events(&cp, "oauth.connected").await.len(), 1);
+    assert_eq!(events(&cp, "oauth.connected").await.len(), 2);
     assert_eq!(events(&cp, "oauth.disconnected").await.len(), 1);
     let tokens = mcp.tokens();
     assert!(tokens.len() >= 2);
