@@ -23,32 +23,36 @@ use serde_json::{json, Value};
 
 const SECRET: &str = "0123456789abcdef-oauth-hmac";
 
-/// A tool connection `name` to the OAuth-protected server, offered on the default gateway.
-async fn oauth_tool(cp: &ControlPlane, name: &str, credential_type: &str, url: &str) -> String {
-    let tool = cp
-        .ok(
-            MGMT,
-            "CreateMCPServerConnection",
-            cp.body(
-                json!({"name": name, "protocol": "streamable-http", "auth_method": "oauth",
-                "credential_type": credential_type, "protocol_config": {"url": url}}),
-            ),
-        )
-        .await;
-    let id = tool["connection_id"].as_str().unwrap().to_string();
-    cp.ok(
-        MGMT,
-        "AddGatewayToolSource",
-        cp.body(json!({"gateway_id": cp.default_gateway_id, "connection_id": id})),
-    )
-    .await;
+/// Creates a connection with `create` and offers it on the default gateway with `attach`;
+/// its id.
+async fn offered(cp: &ControlPlane, create: &str, body: Value, attach: &str) -> String {
+    let created = cp.ok(MGMT, create, cp.body(body)).await;
+    let id = created["connection_id"].as_str().unwrap().to_string();
+    let body = json!({"gateway_id": cp.default_gateway_id, "connection_id": id});
+    cp.ok(MGMT, attach, cp.body(body)).await;
     id
 }
 
-/// An agent allowed `tool`, acting for `u1` and `u2` through HMAC when `act_as`; its key.
-async fn agent(cp: &ControlPlane, name: &str, tool: &str, act_as: bool) -> String {
-    let mut agent = json!({"name": name, "allowed_gateway_ids": [cp.default_gateway_id],
-        "allowed_tools": [tool]});
+/// A tool connection `name` to the OAuth-protected server, offered on the default gateway.
+async fn oauth_tool(cp: &ControlPlane, name: &str, credential_type: &str, url: &str) -> String {
+    let body = json!({"name": name, "protocol": "streamable-http", "auth_method": "oauth",
+        "credential_type": credential_type, "protocol_config": {"url": url}});
+    offered(
+        cp,
+        "CreateMCPServerConnection",
+        body,
+        "AddGatewayToolSource",
+    )
+    .await
+}
+
+/// An agent with `allowed` (its allow lists), acting for `u1` and `u2` through HMAC when
+/// `act_as`; its key.
+async fn agent(cp: &ControlPlane, name: &str, allowed: Value, act_as: bool) -> String {
+    let mut agent = json!({"name": name, "allowed_gateway_ids": [cp.default_gateway_id]});
+    for (k, v) in allowed.as_object().unwrap() {
+        agent[k] = v.clone();
+    }
     if act_as {
         agent["actas_method"] = json!("hmac");
         agent["actas_hmac_secret"] = json!(SECRET);
@@ -190,8 +194,8 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
     let id = oauth_tool(&cp, "gh", "shared", &mcp.url()).await;
     let got = oauth_state(&cp, &id).await;
     assert_eq!(got["oauth_state"], "disconnected", "{got}");
-    let one = agent(&cp, "one", "gh/whoami", false).await;
-    let two = agent(&cp, "two", "gh/whoami", false).await;
+    let one = agent(&cp, "one", json!({"allowed_tools": ["gh/whoami"]}), false).await;
+    let two = agent(&cp, "two", json!({"allowed_tools": ["gh/whoami"]}), false).await;
     let gw = GatewayProcess::start(&cp).await;
 
     // Not connected: nothing reaches the server.
@@ -299,7 +303,7 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     let mcp = OAuthUpstream::start(&issuer.issuer).await;
     let cp = ControlPlane::start(Backend::Postgres).await;
     let id = oauth_tool(&cp, "pu", "per-user", &mcp.url()).await;
-    let key = agent(&cp, "bot", "pu/whoami", true).await;
+    let key = agent(&cp, "bot", json!({"allowed_tools": ["pu/whoami"]}), true).await;
     let gw = GatewayProcess::start(&cp).await;
 
     // No grant yet: advised in the list, refused with a link on call.
@@ -418,25 +422,10 @@ async fn oauth_model(
     up: &OAuthUpstream,
     settings: &Value,
 ) -> String {
-    let model = cp
-        .ok(
-            MGMT,
-            "CreateLLMModelConnection",
-            cp.body(
-                json!({"name": name, "provider": "openai_compatible", "auth_method": "oauth",
-                "credential_type": ctype, "auth_config": settings,
-                "provider_config": {"model": "oauth-model", "base_url": up.llm_base_url()}}),
-            ),
-        )
-        .await;
-    let id = model["connection_id"].as_str().unwrap().to_string();
-    cp.ok(
-        MGMT,
-        "AddGatewayModel",
-        cp.body(json!({"gateway_id": cp.default_gateway_id, "connection_id": id})),
-    )
-    .await;
-    id
+    let body = json!({"name": name, "provider": "openai_compatible", "auth_method": "oauth",
+        "credential_type": ctype, "auth_config": settings,
+        "provider_config": {"model": "oauth-model", "base_url": up.llm_base_url()}});
+    offered(cp, "CreateLLMModelConnection", body, "AddGatewayModel").await
 }
 
 /// A chat completion as `u1`: HTTP status and body.
@@ -475,26 +464,8 @@ async fn oauth_models_shared_and_per_user() {
         json!({"issuer": issuer.issuer, "resource": up.llm_base_url(), "scopes": "tools"});
     let team = oauth_model(&cp, "team", "shared", &up, &settings).await;
     let mine = oauth_model(&cp, "mine", "per-user", &up, &settings).await;
-    cp.ok(
-        AGENTS,
-        "RegisterAgent",
-        cp.body(
-            json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
-            "allowed_direct_model_names": ["team", "mine"], "actas_method": "hmac",
-            "actas_hmac_secret": SECRET, "actas_allowed_subjects": ["u1"]}),
-        ),
-    )
-    .await;
-    let key = cp
-        .ok(
-            AGENTS,
-            "CreateAgentKey",
-            cp.body(json!({"agent_id": "bot", "name": "k"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let allowed = json!({"allowed_direct_model_names": ["team", "mine"]});
+    let key = agent(&cp, "bot", allowed, true).await;
     let gw = GatewayProcess::start(&cp).await;
 
     // Shared: refused until an administrator consents, then every call carries the grant.
