@@ -85,7 +85,12 @@ pub async fn build(
     let mut snap_models = Vec::new();
     for m in models::list(conn, ws).await? {
         let secrets = credentials::open_shared(conn, cipher, Owner::Model, &m.id).await?;
+        let oauth_grant = match m.auth_method == AuthMethod::OAuth.as_str() {
+            true => credentials::stored_since(conn, Owner::Model, &m.id, "").await?,
+            false => None,
+        };
         snap_models.push(SnapModel {
+            oauth_grant,
             provider_config: serde_json::from_str(&m.provider_config)
                 .map_err(|_| corrupt("provider_config"))?,
             auth_method: AuthMethod::parse(&m.auth_method).ok_or_else(|| corrupt("auth_method"))?,

@@ -71,19 +71,32 @@ impl Credentials {
     }
 
     /// Forgets the credentials of tool connections that changed or went away between two
-    /// snapshots: a new configuration may mean a new credential.
+    /// snapshots (a new configuration may mean a new credential), and of models whose shared
+    /// OAuth grant changed.
     pub fn forget_changed(&self, before: &Compiled, after: &Compiled) {
         let now: HashSet<(&str, &str)> = after
             .tools
             .values()
             .map(|t| (t.id.as_str(), t.fingerprint.as_str()))
             .collect();
-        let changed: Vec<&str> = before
+        let mut changed: Vec<&str> = before
             .tools
             .values()
             .filter(|t| !now.contains(&(t.id.as_str(), t.fingerprint.as_str())))
             .map(|t| t.id.as_str())
             .collect();
+        let grants = |c: &Compiled| -> HashMap<String, Option<i64>> {
+            c.models()
+                .into_iter()
+                .map(|m| (m.id.clone(), m.oauth_grant))
+                .collect()
+        };
+        let (was, is) = (grants(before), grants(after));
+        changed.extend(
+            was.iter()
+                .filter(|(id, grant)| grant.is_some() && is.get(*id) != Some(grant))
+                .map(|(id, _)| id.as_str()),
+        );
         if changed.is_empty() {
             return;
         }

@@ -58,6 +58,21 @@ pub struct Compiled {
     pub filter_window: usize,
 }
 
+impl Compiled {
+    /// Every model some gateway can call, directly or in a pool (a model may come more than
+    /// once).
+    pub fn models(&self) -> Vec<&Arc<ModelEntry>> {
+        let mut out = Vec::new();
+        for (target, _) in self.gateways.values().flat_map(|g| g.targets.values()) {
+            match target {
+                Target::Model(m) => out.push(m),
+                Target::Pool(p) => out.extend(p.members.iter().map(|m| &m.model)),
+            }
+        }
+        out
+    }
+}
+
 pub struct GatewayEntry {
     pub id: String,
     pub name: String,
@@ -245,6 +260,8 @@ pub struct ModelEntry {
     /// Bytes of streamed output held back before the guards release it (at least the longest
     /// match a guard can make).
     pub filter_window: usize,
+    /// Which shared OAuth grant the model's calls use (see [`SnapModel::oauth_grant`]).
+    pub oauth_grant: Option<i64>,
 }
 
 /// Where a model's calls go, and in which dialect.

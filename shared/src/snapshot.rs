@@ -260,6 +260,10 @@ pub struct SnapModel {
     pub attributes: BTreeMap<String, String>,
     pub filter_window_bytes: u64,
     pub filter_window_tokens: u64,
+    /// A shared OAuth model's grant: when it was first stored (a new consent changes it, a
+    /// disconnect removes it), so gateways drop the old access token at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth_grant: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

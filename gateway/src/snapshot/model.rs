@@ -38,6 +38,7 @@ pub fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, Strin
         uid: policy::uid(Kind::Model, &m.name),
         health: runtime.health(&m.connection_id),
         filter_window: filter_window(m.filter_window_bytes, m.filter_window_tokens),
+        oauth_grant: m.oauth_grant,
     })
 }
 

@@ -55,6 +55,7 @@ fn snapshot(policies: &str) -> Snapshot {
             attributes: BTreeMap::new(),
             filter_window_bytes: 0,
             filter_window_tokens: 0,
+            oauth_grant: None,
         }],
         pools: vec![SnapPool {
             pool_id: "p1".into(),

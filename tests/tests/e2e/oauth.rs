@@ -510,6 +510,20 @@ async fn oauth_models_shared_and_per_user() {
     .await;
     let (status, body) = chat(&cp, &gw, &key, "team").await;
     assert_ne!(status, 200, "{body}");
+
+    // Connected again as another account: gateways drop the old token at once (the grant is
+    // in the snapshot), not when their cache would have expired it (a minute).
+    let body = json!({"connection_id": team});
+    consent(&cp, &issuer, "BeginLLMOAuthConnect", body, "admin2").await;
+    let mut answer = (0, Value::Null);
+    for _ in 0..50 {
+        answer = chat(&cp, &gw, &key, "team").await;
+        if answer.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(said(&answer), "admin2");
     for t in up.tokens() {
         assert!(
             !cp.dump_store().await.contains(t.as_str()),
