@@ -50,6 +50,11 @@ impl Default for OAuth {
 }
 
 impl OAuth {
+    /// The client for upstream providers and servers: no redirects followed, 15 s timeout.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// The lock held while one grant is refreshed.
     fn refresh_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut map = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());

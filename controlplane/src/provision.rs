@@ -32,14 +32,14 @@ pub fn routes() -> Router<Arc<App>> {
 }
 
 /// Why a link cannot be used, as the person reads it.
-enum Refusal {
+pub(crate) enum Refusal {
     Unknown,
     Used,
     Expired,
 }
 
 impl Refusal {
-    fn page(self) -> Response {
+    pub(crate) fn page(self) -> Response {
         let (status, text) = match self {
             Refusal::Unknown => (StatusCode::NOT_FOUND, "This link is not one this service gave out."),
             Refusal::Used => (StatusCode::GONE, "This link was already used. If your agent still asks for a credential, use the new link it gives you."),

@@ -351,7 +351,7 @@ async fn sync(ctx: Ctx, req: ToolSubjectRequest) -> ApiResult<SyncToolsResponse>
             row.name
         )));
     };
-    let listed = upstream::list_tools(&row, &credential).await?;
+    let listed = upstream::list_tools(ctx.app.oauth.http(), &row, &credential).await?;
     let mut tx = ctx.store().write(&ws).await?;
     let found = DiscoveredTool::from_listed(&listed);
     let (added, changed) = super::sync::record(tx.conn(), &row.id, &found).await?;

@@ -17,7 +17,7 @@ use portcullis_shared::keys;
 
 use super::{provider, tokens};
 use crate::error::ApiResult;
-use crate::provision::{escape, failure, page};
+use crate::provision::{escape, failure, page, Refusal};
 use crate::store::credentials::Owner;
 use crate::store::now_ms;
 use crate::store::oauth_flows::{self, FlowRow};
@@ -54,11 +54,7 @@ pub async fn start(app: &App, link: &ProvisionRow) -> ApiResult<Result<Response,
     // Nothing here is in a snapshot: no gateway needs waking.
     let mut tx = app.store.write_unscoped().await?;
     if !provision::take(tx.conn(), &link.token_hash, now_ms()).await? {
-        return Ok(Err(page(
-            StatusCode::GONE,
-            "Link not usable",
-            "<p>This link was already used.</p>",
-        )));
+        return Ok(Err(Refusal::Used.page()));
     }
     let flow = FlowRow {
         state_hash: keys::hash(state.secret()),

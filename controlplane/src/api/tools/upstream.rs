@@ -13,8 +13,10 @@ use serde_json::Value;
 use crate::error::{corrupt, precondition, ApiError, ApiResult};
 use crate::store::tools::ToolRow;
 
-/// Every operation the server lists for the holder of `credential` (header values).
+/// Every operation the server lists for the holder of `credential` (header values), asked
+/// with `http` (the control plane's upstream client, [`crate::oauth::OAuth::http`]).
 pub async fn list_tools(
+    http: &reqwest::Client,
     row: &ToolRow,
     credential: &BTreeMap<String, String>,
 ) -> ApiResult<Vec<Value>> {
@@ -42,11 +44,8 @@ pub async fn list_tools(
     }
     let session = HttpSession::new(url, headers);
     let link = Link {
-        http: reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ApiError::Internal(e.to_string()))?,
-        timeout: Duration::from_secs(30),
+        http: http.clone(),
+        timeout: Duration::from_secs(15),
         client_name: "portcullis-controlplane",
     };
     list_all_tools(|params| session.call(&link, "tools/list", params, &[]))
