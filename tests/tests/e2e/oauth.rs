@@ -175,6 +175,29 @@ async fn consent(
     url
 }
 
+/// The access tokens an upstream was sent appear nowhere else: not in the store (they are
+/// sealed), either process's log, or the OAuth and call audit events.
+async fn assert_unseen(cp: &ControlPlane, gw: &GatewayProcess, tokens: &[String]) {
+    assert!(!tokens.is_empty(), "the upstream saw no token");
+    let store = cp.dump_store().await;
+    let (cp_logs, gw_logs) = (cp.logs(), gw.logs());
+    let mut audit = Vec::new();
+    for kind in [
+        "oauth.connected",
+        "credential.provisioned",
+        "tool.call",
+        "model.call",
+    ] {
+        audit.extend(events(cp, kind).await);
+    }
+    let audit = json!(audit).to_string();
+    for t in tokens {
+        assert!(!store.contains(t.as_str()), "a token is stored sealed");
+        assert!(!cp_logs.contains(t.as_str()) && !gw_logs.contains(t.as_str()));
+        assert!(!audit.contains(t.as_str()), "a token in an audit event");
+    }
+}
+
 async fn events(cp: &ControlPlane, kind: &str) -> Vec<Value> {
     let found = cp
         .ok(
@@ -207,7 +230,12 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
     issuer.set_access_ttl(6).await;
     let op = "BeginMCPServerOAuthConnect";
     let body = json!({"connection_id": id});
-    cp.ok(MGMT, op, cp.body(body.clone())).await;
+    // The first link from the command line (left unused).
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) =
+        crate::cli::as_admin(&cp, dir.path(), vec!["tool", "oauth-connect", "gh"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("/connect/"), "{out}");
     let got = oauth_state(&cp, &id).await;
     assert_eq!(
         got["oauth_state"], "consent_pending",
@@ -282,19 +310,7 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
     // Audited; no token anywhere but where it is sent.
     assert_eq!(events(&cp, "oauth.connected").await.len(), 2);
     assert_eq!(events(&cp, "oauth.disconnected").await.len(), 1);
-    let tokens = mcp.tokens();
-    assert!(tokens.len() >= 2);
-    let store = cp.dump_store().await;
-    let audit = json!([
-        events(&cp, "oauth.connected").await,
-        events(&cp, "tool.call").await
-    ])
-    .to_string();
-    for t in &tokens {
-        assert!(!store.contains(t.as_str()), "a token is stored sealed");
-        assert!(!cp.logs().contains(t.as_str()) && !gw.logs().contains(t.as_str()));
-        assert!(!audit.contains(t.as_str()));
-    }
+    assert_unseen(&cp, &gw, &mcp.tokens()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -409,9 +425,7 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     .expect_error("failed_precondition", 400)
     .mentions("no credential is stored for subject 'nobody@example.com'");
     assert_eq!(events(&cp, "credential.provisioned").await.len(), 2);
-    for t in mcp.tokens() {
-        assert!(!cp.dump_store().await.contains(t.as_str()));
-    }
+    assert_unseen(&cp, &gw, &mcp.tokens()).await;
 }
 
 /// A model connection to the OAuth-protected upstream's `/v1`, offered on the default gateway.
@@ -524,11 +538,5 @@ async fn oauth_models_shared_and_per_user() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(said(&answer), "admin2");
-    for t in up.tokens() {
-        assert!(
-            !cp.dump_store().await.contains(t.as_str()),
-            "sealed at rest"
-        );
-        assert!(!gw.logs().contains(t.as_str()) && !cp.logs().contains(t.as_str()));
-    }
+    assert_unseen(&cp, &gw, &up.tokens()).await;
 }
