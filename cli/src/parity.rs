@@ -61,6 +61,8 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("GetAgent", "agent get"),
     ("ListAgents", "agent list"),
     ("ListToolReach", "agent reach"),
+    ("ListInteractiveGrants", "agent grants list"),
+    ("RevokeInteractiveGrant", "agent grants revoke"),
     ("SuspendAgent", "agent suspend"),
     ("ReactivateAgent", "agent reactivate"),
     ("RevokeAgent", "agent revoke"),

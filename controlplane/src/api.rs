@@ -9,8 +9,9 @@ mod audit;
 pub(crate) mod auth;
 pub mod core;
 mod eventing;
-mod exchange;
+pub(crate) mod exchange;
 mod gateways;
+mod grants;
 pub mod guards;
 mod keys;
 mod models;
@@ -269,6 +270,7 @@ impl Registry {
         add(service::AGENTS, keys::operations());
         add(service::AGENTS, exchange::operations());
         add(service::AGENTS, reach::operations());
+        add(service::AGENTS, grants::operations());
         add(service::RULES, rules::operations());
         add(service::RULES, guards::operations());
         add(service::SYNC, sync::operations());
@@ -333,6 +335,7 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(crate::mcp_admin::routes())
         .merge(crate::provision::routes())
         .merge(crate::oauth::flow::routes())
+        .merge(crate::interactive::routes())
         .fallback(fallback)
         .with_state(app)
 }

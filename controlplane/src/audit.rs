@@ -252,6 +252,7 @@ async fn purge_expired(store: &Store, days: u32) {
         // Provision links last minutes; a day later nobody needs to be told one expired.
         store::provision::purge(tx.conn(), now_ms() - 24 * 3600 * 1000).await?;
         store::oauth_flows::purge(tx.conn(), now_ms()).await?;
+        store::interactive::purge(tx.conn(), now_ms()).await?;
         tx.commit().await?;
         Ok::<u64, StoreError>(n)
     }

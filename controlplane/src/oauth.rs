@@ -6,7 +6,7 @@
 //! refresh at a time per grant) and revokes it on disconnect. The `oauth2` crate builds the
 //! requests; discovery and registration are plain JSON.
 
-mod discovery;
+pub(crate) mod discovery;
 pub mod flow;
 pub mod tokens;
 

@@ -29,6 +29,8 @@ pub struct Deployment<'a> {
     pub deployment_id: &'a str,
     pub workspace_id: &'a str,
     pub public_url: &'a str,
+    /// The control plane's public URL: the authorization server of the gateways' `/mcp`.
+    pub authorization_server: &'a str,
 }
 
 pub async fn build(
@@ -230,6 +232,16 @@ pub async fn build(
             .into_iter()
             .map(crate::api::guards::snapshot_entry)
             .collect::<ApiResult<_>>()?,
+        interactive: SnapInteractive {
+            authorization_server: d.authorization_server.to_string(),
+            // Access tokens live at most an hour; a grant revoked longer ago has none left.
+            revoked_grants: crate::store::interactive::revoked_since(
+                conn,
+                ws,
+                now_ms() - (crate::interactive::MAX_ACCESS_SECS + 300) * 1000,
+            )
+            .await?,
+        },
     })
 }
 

@@ -10,6 +10,7 @@ pub mod credentials;
 mod db;
 pub mod gateways;
 pub mod guards;
+pub mod interactive;
 pub mod models;
 pub mod oauth_flows;
 pub mod pools;

@@ -80,6 +80,7 @@ fn exchanged_token() -> (String, Vec<u8>) {
         jti: "j".into(),
         ws: "w".into(),
         act: None,
+        grant: None,
     };
     let signing = jsonwebtoken::EncodingKey::from_ed_der(pkcs8.as_ref());
     let token = jsonwebtoken::encode(&header, &claims, &signing).unwrap();

@@ -44,6 +44,18 @@ pub(crate) fn identify<'h>(
     bound: Option<ActAs>,
     now_secs: i64,
 ) -> Result<Step<'h>, GatewayError> {
+    if let Some(person) = bound.as_ref().filter(|b| b.is_interactive()) {
+        if header.is_some() {
+            return Err(refused(
+                "actas_interactive",
+                &format!(
+                    "a signed-in person uses agent '{}' here; do not send {HEADER}",
+                    agent.name
+                ),
+            ));
+        }
+        return Ok(Step::Done(person.clone()));
+    }
     let header = match (header, agent.actas_method) {
         (Some(_), Some(ActAsMethod::Bound)) => {
             return Err(refused(
@@ -101,11 +113,12 @@ pub(crate) fn identify<'h>(
 }
 
 /// The strength an identity's method proves. A bound identity is set by an administrator on
-/// the server, so it satisfies any floor.
+/// the server, and an interactive one was verified by the OpenID provider at sign-in, so both
+/// satisfy any floor.
 fn strength(method: &str) -> ActAsStrength {
     match method {
         "hmac" => ActAsStrength::Hmac,
-        "oidc" | "bound" => ActAsStrength::Oidc,
+        "oidc" | "bound" | "interactive" => ActAsStrength::Oidc,
         _ => ActAsStrength::None,
     }
 }

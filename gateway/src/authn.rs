@@ -4,7 +4,8 @@
 //! token's EdDSA signature is checked against the workspace keys in the snapshot, with its
 //! audience (this gateway), expiry (30 s leeway) and the agent's status at this snapshot.
 //! For agents whose act-as method is `bound`, the caller also carries the person the key (or
-//! the key the token was exchanged for) is bound to.
+//! the key the token was exchanged for) is bound to; a token issued under an interactive grant
+//! carries the person who signed in, unless the grant was revoked.
 
 use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
 use portcullis_shared::keys::{self, KeyKind};
@@ -166,7 +167,11 @@ fn admit_token<'a>(
         .agents
         .get(v.agent)
         .ok_or_else(|| refused("its agent no longer exists"))?;
-    Ok((agent, bound_to(agent, || v.bound.clone())))
+    let person = match &v.bound {
+        Some(person) if person.is_interactive() => Some(person.clone()),
+        _ => bound_to(agent, || v.bound.clone()),
+    };
+    Ok((agent, person))
 }
 
 /// Checks an exchanged token's signature and claims against the snapshot.
@@ -202,11 +207,20 @@ fn verify(snap: &Compiled, token: &str, gateway_id: &str) -> Result<Verified, Ga
         .agent_ids
         .get(&claims.sub)
         .ok_or_else(|| refused("its agent no longer exists"))?;
+    let bound = match claims.grant {
+        Some(grant) if snap.revoked_grants.contains(&grant) => {
+            return Err(refused("its interactive grant was revoked; sign in again"))
+        }
+        Some(_) => Some(ActAs::interactive(
+            claims.act.ok_or_else(|| refused("invalid"))?,
+        )),
+        None => claims.act.map(ActAs::bound),
+    };
     Ok(Verified {
         agent,
         aud: claims.aud.into(),
         exp: claims.exp,
-        bound: claims.act.map(ActAs::bound),
+        bound,
     })
 }
 

@@ -18,6 +18,7 @@ pub mod error;
 #[cfg(test)]
 mod fuzz;
 pub mod guard;
+pub mod interactive;
 pub mod llm;
 pub mod mcp;
 pub mod metrics;

@@ -54,10 +54,22 @@ impl ProxyHttp for Phases {
             if session.response_written().is_none() {
                 // The one place a failure becomes a response, in the shape of the route's API.
                 let activity = activity_id(session).ok().flatten();
-                let echo: Vec<_> = activity
+                let mut echo: Vec<_> = activity
                     .iter()
                     .map(|a| ("x-svc-activity-id", a.as_str()))
                     .collect();
+                let challenge = match (&route, &err) {
+                    (Route::Mcp { gateway_id }, GatewayError::Unauthenticated(_)) => {
+                        let presented = session.req_header().headers.contains_key("authorization");
+                        Some(crate::interactive::challenge(
+                            session, gateway_id, presented,
+                        ))
+                    }
+                    _ => None,
+                };
+                if let Some(c) = &challenge {
+                    echo.push(("www-authenticate", c.as_str()));
+                }
                 respond::error(session, route.shape(), &err, &request_id, &echo).await?;
             } else {
                 tracing::warn!(request_id, error = %err, "Request failed after its response began.");
@@ -172,6 +184,10 @@ async fn dispatch(
             return Err(GatewayError::NotFound(
                 "no such route; gateway routes live under /gateways/{gateway_id}/".into(),
             ))
+        }
+        Route::ResourceMetadata { gateway_id } => {
+            let snap = gw.current().ok_or(GatewayError::NotReady)?;
+            return crate::interactive::metadata(session, &snap, gateway_id, request_id).await;
         }
         Route::ChatCompletions { gateway_id }
         | Route::Messages { gateway_id }

@@ -19,6 +19,12 @@ pub enum Route<'a> {
     Mcp {
         gateway_id: &'a str,
     },
+    /// The protected resource metadata of a gateway's `/mcp` (RFC 9728), at
+    /// `{gateway_url}/.well-known/oauth-protected-resource` or at the well-known URL RFC 9728
+    /// derives from `{gateway_url}/mcp`.
+    ResourceMetadata {
+        gateway_id: &'a str,
+    },
     /// A gateway path with no route behind it (method or path unknown).
     UnknownGatewayPath {
         gateway_id: &'a str,
@@ -49,6 +55,9 @@ impl Route<'_> {
     }
 }
 
+/// The well-known path of protected resource metadata (RFC 9728 §3).
+pub const RESOURCE_METADATA: &str = "/.well-known/oauth-protected-resource";
+
 pub fn route<'a>(method: &str, path: &'a str) -> Route<'a> {
     let path = path.split('?').next().unwrap_or_default();
     match (method, path) {
@@ -65,11 +74,19 @@ pub fn route<'a>(method: &str, path: &'a str) -> Route<'a> {
     if gateway_id.is_empty() {
         return Route::NotFound;
     }
-    match (method, tail.trim_end_matches('/')) {
+    let tail = tail.trim_end_matches('/');
+    if path.starts_with(RESOURCE_METADATA) {
+        return match (method, tail) {
+            ("GET", "mcp") => Route::ResourceMetadata { gateway_id },
+            _ => Route::NotFound,
+        };
+    }
+    match (method, tail) {
         ("POST", "v1/chat/completions") => Route::ChatCompletions { gateway_id },
         ("POST", "v1/messages") => Route::Messages { gateway_id },
         ("GET", "v1/models") => Route::Models { gateway_id },
         ("POST", "mcp") => Route::Mcp { gateway_id },
+        ("GET", ".well-known/oauth-protected-resource") => Route::ResourceMetadata { gateway_id },
         _ => Route::UnknownGatewayPath { gateway_id },
     }
 }
@@ -103,6 +120,25 @@ mod tests {
             Route::Mcp { gateway_id: "g1" }
         );
         assert_eq!(route("GET", "/other"), Route::NotFound);
+        let metadata = Route::ResourceMetadata { gateway_id: "g1" };
+        assert_eq!(
+            route("GET", "/gateways/g1/.well-known/oauth-protected-resource"),
+            metadata
+        );
+        assert_eq!(
+            route(
+                "GET",
+                "/.well-known/oauth-protected-resource/p/gateways/g1/mcp"
+            ),
+            metadata
+        );
+        assert_eq!(
+            route(
+                "POST",
+                "/.well-known/oauth-protected-resource/gateways/g1/mcp"
+            ),
+            Route::NotFound
+        );
         assert_eq!(
             route("POST", "/gateways/g1/v1/messages"),
             Route::Messages { gateway_id: "g1" }

@@ -56,6 +56,10 @@ pub struct Compiled {
     pub actas_min: portcullis_shared::api::actas::ActAsStrength,
     /// Bytes of streamed output the workspace holds back for the guards, at least.
     pub filter_window: usize,
+    /// Where people sign in for interactive access: the control plane's public URL.
+    pub authorization_server: String,
+    /// Interactive grants revoked while tokens issued under them may be unexpired.
+    pub revoked_grants: std::collections::HashSet<String>,
 }
 
 impl Compiled {

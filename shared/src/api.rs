@@ -9,6 +9,7 @@ pub mod credentials;
 pub mod eventing;
 pub mod gateways;
 pub mod guards;
+pub mod interactive;
 pub mod models;
 pub mod pools;
 pub mod quotas;

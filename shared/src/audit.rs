@@ -41,6 +41,10 @@ pub mod types {
     pub const OAUTH_DISCONNECTED: &str = "oauth.disconnected";
     /// The provider refused to refresh a grant: it was deleted (never the token).
     pub const OAUTH_REFRESH_FAILED: &str = "oauth.refresh_failed";
+    /// A person signed in from an MCP client and was granted interactive use of an agent.
+    pub const INTERACTIVE_GRANTED: &str = "agent.interactive_grant.issued";
+    /// A person signed in from an MCP client and the agent does not admit them.
+    pub const INTERACTIVE_REFUSED: &str = "agent.interactive_grant.refused";
 }
 
 pub mod results {

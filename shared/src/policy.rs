@@ -315,7 +315,23 @@ impl ActAs {
             groups: subject.groups,
         }
     }
+
+    /// The person who signed in from an MCP client under an interactive grant: verified by
+    /// the agent's OpenID provider when they signed in.
+    pub fn interactive(subject: crate::api::agents::BoundSubject) -> Self {
+        Self {
+            method: INTERACTIVE.into(),
+            ..Self::bound(subject)
+        }
+    }
+
+    pub fn is_interactive(&self) -> bool {
+        self.method == INTERACTIVE
+    }
 }
+
+/// The act-as method of a person signed in under an interactive grant.
+pub const INTERACTIVE: &str = "interactive";
 
 /// The request context of every authorization call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -79,6 +79,21 @@ pub struct Snapshot {
     /// The workspace's enabled guards.
     #[serde(default)]
     pub guards: Vec<SnapGuard>,
+    /// Interactive access: where MCP clients sign people in, and the grants revoked lately.
+    #[serde(default)]
+    pub interactive: SnapInteractive,
+}
+
+/// What a gateway needs for interactive access (DESIGN §15): its `/mcp` names the control
+/// plane as its authorization server, and refuses tokens of revoked grants.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapInteractive {
+    /// The control plane's public URL: the issuer MCP clients get tokens from.
+    #[serde(default)]
+    pub authorization_server: String,
+    /// Grants revoked while tokens issued under them may still be unexpired.
+    #[serde(default)]
+    pub revoked_grants: Vec<String>,
 }
 
 /// An enabled guard, with its scope as ids. An empty list does not narrow; a list whose
@@ -151,9 +166,13 @@ pub struct AgentTokenClaims {
     pub jti: String,
     /// The workspace.
     pub ws: String,
-    /// The end user the exchanged key is bound to (act-as method `bound`).
+    /// The end user the exchanged key is bound to (act-as method `bound`), or the person
+    /// signed in under an interactive grant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub act: Option<crate::api::agents::BoundSubject>,
+    /// The interactive grant the token was issued under (then `act` is the signed-in person).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
 }
 
 /// A quota as the gateway enforces it.

@@ -16,9 +16,10 @@
 //   GET  /_test/stats  {"jwks_hits", "discovery_hits", "registrations", "refresh_grants",
 //        "revocations", "introspections"}: requests to the JWKS and discovery document, dynamic
 //        client registrations, refresh-token grants, revocations and introspections so far.
-//   GET  /_test/browse?url=&login=  {"status", "url", "body"}: a browser that opens `url`
-//        (any host), follows every redirect, logs in as `login` and consents at this
-//        provider's pages, and returns the first other page it lands on.
+//   GET  /_test/browse?url=&login=&stop_at=  {"status", "url", "body"}: a browser that opens
+//        `url` (any host), follows every redirect, logs in as `login` and consents at this
+//        provider's pages, and returns the first other page it lands on; with `stop_at`, a
+//        redirect to a URL starting with it is not followed but returned (status 302, `url`).
 //   POST /_test/access_ttl?seconds=  {}: the lifetime of access tokens issued for resource
 //        servers from now on (default 3600).
 //   POST /_test/refuse_refresh  {}: from now on every refresh-token grant is answered 400
@@ -387,8 +388,10 @@ async function testRoute(req, res, url) {
       });
     case 'GET /_test/browse': {
       const start = new URL(url.searchParams.get('url') || '');
+      const stopAt = url.searchParams.get('stop_at') || undefined;
       const request = browser();
-      const end = await follow(request, await request(start), start, url.searchParams.get('login') || 'alice');
+      const end = await follow(request, await request(start), start, url.searchParams.get('login') || 'alice', stopAt);
+      if (end.redirect) return json(res, 200, { status: 302, url: end.redirect.href, body: '' });
       return json(res, 200, { status: end.response.status, url: end.url.href, body: await end.response.text() });
     }
     case 'POST /_test/refuse_refresh':

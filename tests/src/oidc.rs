@@ -115,6 +115,25 @@ impl OidcIssuer {
         (status, string_field(&body, "body"))
     }
 
+    /// [`OidcIssuer::browse`] that stops at a redirect to a URL starting with `stop_at` (a
+    /// client's redirect URI, never served): the status (302 when it stopped there), the URL
+    /// it ended on and the page's body.
+    pub async fn browse_until(
+        &self,
+        url: &str,
+        login: &str,
+        stop_at: &str,
+    ) -> (u16, String, String) {
+        let query = [("url", url), ("login", login), ("stop_at", stop_at)];
+        let body = self.call(reqwest::Method::GET, "browse", &query).await;
+        let status = body["status"].as_u64().expect("browse status") as u16;
+        (
+            status,
+            string_field(&body, "url"),
+            string_field(&body, "body"),
+        )
+    }
+
     /// The lifetime of access tokens issued for resource servers from now on.
     pub async fn set_access_ttl(&self, seconds: u64) {
         let seconds = seconds.to_string();

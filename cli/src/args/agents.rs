@@ -149,6 +149,26 @@ pub enum AgentCmd {
         #[arg(long)]
         cascade: bool,
     },
+    /// Grants people gave MCP clients to use agents interactively.
+    #[command(subcommand)]
+    Grants(GrantCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GrantCmd {
+    /// Everyone's interactive grants (a platform key holds none of its own).
+    ///
+    /// Example: portcullis agent grants list --agent support-bot
+    List {
+        /// Only this agent's grants (id or name).
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Revoke a grant: its refresh tokens end at once, its access tokens when gateways next
+    /// sync.
+    ///
+    /// Example: portcullis agent grants revoke 0b5c…
+    Revoke { grant_id: String },
 }
 
 /// The end user a key is bound to, for agents whose act-as method is `bound`.

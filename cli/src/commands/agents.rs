@@ -2,11 +2,15 @@
 
 use anyhow::Context as _;
 use portcullis_shared::api::agents::*;
+use portcullis_shared::api::interactive::{
+    ListInteractiveGrantsRequest, ListInteractiveGrantsResponse, RevokeInteractiveGrantRequest,
+    RevokeInteractiveGrantResponse,
+};
 use portcullis_shared::api::service::AGENTS;
 use portcullis_shared::api::Endpoints;
 use serde_json::{Map, Value};
 
-use crate::args::{AgentCmd, AgentFields};
+use crate::args::{AgentCmd, AgentFields, GrantCmd};
 use crate::ctx::{Ctx, Kind, Reply};
 use crate::output::{self, Lines};
 
@@ -170,6 +174,7 @@ pub async fn run(ctx: &Ctx, cmd: AgentCmd) -> anyhow::Result<()> {
             let reply: Reply<ListAgentsResponse> = ctx.send(AGENTS, "ListAgents", &req).await?;
             ctx.print(&reply, table);
         }
+        AgentCmd::Grants(cmd) => grants(ctx, workspace_id, cmd).await?,
         AgentCmd::Reach => {
             let req = ListToolReachRequest { workspace_id };
             let reply: Reply<ListToolReachResponse> =
@@ -315,6 +320,60 @@ fn table(r: &ListAgentsResponse) {
             r.total
         ));
     }
+}
+
+async fn grants(ctx: &Ctx, workspace_id: String, cmd: GrantCmd) -> anyhow::Result<()> {
+    match cmd {
+        GrantCmd::List { agent } => {
+            let req = ListInteractiveGrantsRequest {
+                workspace_id,
+                all_users: true,
+                agent_id: agent,
+            };
+            let reply: Reply<ListInteractiveGrantsResponse> =
+                ctx.send(AGENTS, "ListInteractiveGrants", &req).await?;
+            ctx.print(&reply, |r| {
+                let rows = r
+                    .grants
+                    .iter()
+                    .map(|g| {
+                        let who = if g.email.is_empty() {
+                            &g.subject
+                        } else {
+                            &g.email
+                        };
+                        vec![
+                            g.grant_id.clone(),
+                            g.agent_name.clone(),
+                            who.clone(),
+                            g.client_name.clone(),
+                            g.last_used_at.clone(),
+                        ]
+                    })
+                    .collect();
+                output::table(&["grant", "agent", "person", "client", "last used"], rows);
+            });
+        }
+        GrantCmd::Revoke { grant_id } => {
+            let req = RevokeInteractiveGrantRequest {
+                workspace_id,
+                grant_id,
+            };
+            let reply: Reply<RevokeInteractiveGrantResponse> =
+                ctx.send(AGENTS, "RevokeInteractiveGrant", &req).await?;
+            ctx.print(&reply, |r| {
+                output::line(&if r.revoked {
+                    format!(
+                        "Grant {} revoked ({} refresh tokens).",
+                        r.grant_id, r.refresh_tokens_revoked
+                    )
+                } else {
+                    format!("Grant {} was already revoked.", r.grant_id)
+                })
+            });
+        }
+    }
+    Ok(())
 }
 
 fn reach_table(r: &ListToolReachResponse) {

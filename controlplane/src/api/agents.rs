@@ -240,6 +240,9 @@ async fn update(ctx: Ctx, req: UpdateAgentRequest) -> ApiResult<AgentResponse> {
     row.updated_at = now_ms();
     agents::update(tx.conn(), &row).await?;
     save_patch(&mut tx, &ctx, &row, &applied).await?;
+    // People the agent no longer admits (interactive access off, or off its allow lists)
+    // lose their grants with the change.
+    crate::interactive::revoke_unadmitted(tx.conn(), &row).await?;
     let agent = view(tx.conn(), &row).await?;
     tx.commit().await?;
     tracing::info!(agent_id = %row.id, rules_changed = before != after, "Agent updated.");

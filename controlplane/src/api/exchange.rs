@@ -13,7 +13,7 @@ use super::auth::{self, AgentPrincipal};
 use super::Principal;
 use super::{unary, views, Access, Ctx, Operation};
 use crate::error::{invalid, precondition, ApiError, ApiResult};
-use crate::store::{agents, token_keys};
+use crate::store::{agents, token_keys, Store};
 use portcullis_shared::keys::KeyKind;
 
 pub fn operations() -> Vec<(&'static str, Operation)> {
@@ -85,19 +85,7 @@ async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<Exchanged
         .await?
         .ok_or_else(|| precondition(format!("agent '{}' reaches no gateway", agent.name)))?;
     let endpoints = views::endpoints(&mut conn, &ws, &gateway_id).await?;
-    let cipher = ctx.store().cipher();
-    let key = match token_keys::fresh(&mut conn, cipher, &ws).await? {
-        Some(key) => key,
-        None => {
-            // The first key, or a replacement: a write, so gateways learn the public key.
-            drop(conn);
-            let mut tx = ctx.store().write(&ws).await?;
-            let key = token_keys::current(tx.conn(), cipher, &ws).await?;
-            tx.commit().await?;
-            key
-        }
-    };
-
+    drop(conn);
     let now = chrono::Utc::now();
     let ttl = u64::try_from(agent.token_ttl_secs).unwrap_or(600);
     let claims = AgentTokenClaims {
@@ -109,12 +97,9 @@ async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<Exchanged
         jti: uuid::Uuid::new_v4().to_string(),
         ws: ws.clone(),
         act: bound_subject(&agent, &caller)?,
+        grant: None,
     };
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
-    header.kid = Some(key.kid);
-    let signing = jsonwebtoken::EncodingKey::from_ed_der(&key.pkcs8);
-    let access_token = jsonwebtoken::encode(&header, &claims, &signing)
-        .map_err(|e| ApiError::Internal(format!("signing the agent token: {e}")))?;
+    let access_token = sign(ctx.store(), &ws, &claims).await?;
     tracing::info!(agent_id = %agent.id, key_id = %caller.key_id, gateway_id, "Agent key exchanged for a token.");
     Ok(ExchangedToken {
         access_token,
@@ -124,4 +109,29 @@ async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<Exchanged
         gateway_id,
         endpoints,
     })
+}
+
+/// Signs agent-token claims with the workspace's current key.
+pub(crate) async fn sign(store: &Store, ws: &str, claims: &AgentTokenClaims) -> ApiResult<String> {
+    let key = signing_key(store, ws).await?;
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
+    header.kid = Some(key.kid);
+    let signing = jsonwebtoken::EncodingKey::from_ed_der(&key.pkcs8);
+    jsonwebtoken::encode(&header, claims, &signing)
+        .map_err(|e| ApiError::Internal(format!("signing the agent token: {e}")))
+}
+
+/// The workspace's current signing key, created or replaced when it is due (a write, so
+/// gateways learn the public key).
+pub(crate) async fn signing_key(store: &Store, ws: &str) -> ApiResult<token_keys::SigningKey> {
+    let cipher = store.cipher();
+    let mut conn = store.read().await?;
+    if let Some(key) = token_keys::fresh(&mut conn, cipher, ws).await? {
+        return Ok(key);
+    }
+    drop(conn);
+    let mut tx = store.write(ws).await?;
+    let key = token_keys::current(tx.conn(), cipher, ws).await?;
+    tx.commit().await?;
+    Ok(key)
 }

@@ -127,6 +127,7 @@ async fn get_snapshot(ctx: Ctx, req: GetSnapshotRequest) -> ApiResult<GetSnapsho
         deployment_id: &deployment.deployment_id,
         workspace_id: &deployment.workspace_id,
         public_url: &deployment.public_url,
+        authorization_server: &ctx.app.base_url,
     };
     let snapshot = snapshot::build(&mut tx, store.cipher(), &d).await?;
     tx.rollback().await.ok();

@@ -156,7 +156,42 @@ pub fn tools() -> Vec<Tool> {
     });
     list.extend(lifecycle_tools());
     list.extend(key_tools());
+    list.extend(grant_tools());
     list
+}
+
+fn grant_tools() -> Vec<Tool> {
+    vec![
+        Tool {
+            name: "svc_agents_interactive_grants_list",
+            description: "Grants people gave MCP clients to use agents interactively. A \
+                          platform key holds none of its own: set all_users, or agent_id.",
+            effect: Effect::Read,
+            params: vec![
+                opt(
+                    "all_users",
+                    Ty::Bool,
+                    "Everyone's grants, not only your own.",
+                ),
+                opt(
+                    "agent_id",
+                    Ty::Str,
+                    "Only this agent's grants (id or name); implies all_users.",
+                ),
+            ],
+            operations: &["ListInteractiveGrants"],
+            run: |a| reply(pass(a, "ListInteractiveGrants")),
+        },
+        Tool {
+            name: "svc_agents_interactive_grants_revoke",
+            description: "Revoke an interactive grant: its refresh tokens end at once, its \
+                          access tokens when gateways next sync.",
+            effect: Effect::Destructive,
+            params: vec![req("grant_id", Ty::Str, "The grant's id (a UUID).")],
+            operations: &["RevokeInteractiveGrant"],
+            run: |a| reply(pass(a, "RevokeInteractiveGrant")),
+        },
+    ]
 }
 
 fn lifecycle_tools() -> Vec<Tool> {

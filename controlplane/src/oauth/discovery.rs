@@ -32,17 +32,21 @@ struct ResourceMetadata {
     scopes_supported: Vec<String>,
 }
 
+/// An authorization server's metadata (RFC 8414, or OpenID discovery).
 #[derive(Deserialize)]
-struct ServerMetadata {
-    issuer: String,
-    authorization_endpoint: Option<String>,
-    token_endpoint: Option<String>,
+pub(crate) struct ServerMetadata {
+    pub issuer: String,
+    pub authorization_endpoint: Option<String>,
+    pub token_endpoint: Option<String>,
     #[serde(default)]
-    revocation_endpoint: Option<String>,
+    pub revocation_endpoint: Option<String>,
     #[serde(default)]
-    registration_endpoint: Option<String>,
+    pub registration_endpoint: Option<String>,
     #[serde(default)]
-    code_challenge_methods_supported: Option<Vec<String>>,
+    pub code_challenge_methods_supported: Option<Vec<String>>,
+    /// An OpenID provider's signing keys.
+    #[serde(default)]
+    pub jwks_uri: Option<String>,
 }
 
 fn failed(c: &Connection, why: String) -> ApiError {
@@ -130,7 +134,7 @@ fn well_known(url: &str, name: &str) -> Option<(String, String)> {
     ))
 }
 
-async fn get_json<T: serde::de::DeserializeOwned>(
+pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
     http: &reqwest::Client,
     url: &str,
 ) -> Result<T, String> {
@@ -149,7 +153,7 @@ async fn get_json<T: serde::de::DeserializeOwned>(
         .map_err(|e| format!("GET {url}: unreadable metadata: {}", without_url(&e)))
 }
 
-fn without_url(e: &reqwest::Error) -> String {
+pub(crate) fn without_url(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     if let Some(url) = e.url() {
         text = text.replace(&format!(" ({url})"), "");
@@ -167,7 +171,10 @@ async fn resource_metadata(http: &reqwest::Client, server_url: &str) -> Option<R
     None
 }
 
-async fn server_metadata(http: &reqwest::Client, issuer: &str) -> Result<ServerMetadata, String> {
+pub(crate) async fn server_metadata(
+    http: &reqwest::Client,
+    issuer: &str,
+) -> Result<ServerMetadata, String> {
     let (oauth, _) = well_known(issuer, "oauth-authorization-server")
         .ok_or_else(|| format!("issuer {issuer:?} is not a URL"))?;
     let openid = format!(

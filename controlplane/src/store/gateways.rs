@@ -296,3 +296,11 @@ pub async fn reachable_by_agent(
     .await?;
     Ok(rows.into_iter().map(|r| r.0).collect())
 }
+
+/// A gateway by id alone (a gateway's URL names no workspace).
+pub async fn by_id(conn: &mut Conn, id: &str) -> Result<Option<GatewayRow>, StoreError> {
+    Ok(sqlx::query_as("SELECT * FROM gateways WHERE id = $1")
+        .bind(id)
+        .fetch_optional(conn)
+        .await?)
+}

@@ -307,6 +307,8 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
             snap.filter_window_bytes,
             snap.filter_window_tokens,
         ),
+        authorization_server: snap.interactive.authorization_server.clone(),
+        revoked_grants: snap.interactive.revoked_grants.iter().cloned().collect(),
     })
 }
 

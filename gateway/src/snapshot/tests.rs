@@ -27,6 +27,7 @@ fn snapshot(policies: &str) -> Snapshot {
         actas_min_method: Default::default(),
         actas_providers: Vec::new(),
         guards: Vec::new(),
+        interactive: Default::default(),
         filter_window_bytes: 0,
         filter_window_tokens: 0,
         gateways: vec![SnapGateway {

@@ -22,6 +22,7 @@ mod exchange;
 mod gateways;
 mod guarded;
 mod guards;
+mod interactive;
 mod keys;
 mod llm;
 mod mcp;

@@ -355,6 +355,11 @@ fn check_act_as(row: &AgentRow, has_secret: bool) -> ApiResult<()> {
         ));
     }
     if row.interactive_access != 0 {
+        if method == Some(ActAsMethod::Bound) {
+            return Err(invalid(
+                "interactive_access cannot be combined with device binding (actas_method bound)",
+            ));
+        }
         let exact = emails.iter().chain(subjects.iter()).any(|e| is_exact(e));
         if !exact {
             return Err(invalid(

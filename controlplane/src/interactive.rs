@@ -1,0 +1,216 @@
+//! Interactive access (DESIGN §15): this service is the OAuth 2.1 authorization server of
+//! every gateway's `/mcp`. An MCP client registers ([`register`], RFC 7591) and sends the
+//! person to `/oauth2/authorize` with PKCE S256 and the gateway's MCP URL as its `resource`
+//! (RFC 8707). The person picks the agent when more than one on that gateway admits
+//! interactive sign-in, and signs in at the agent's OpenID provider ([`signin`]); only the
+//! agent's exact `actas_allowed_emails` / `actas_allowed_subjects` entries admit anyone
+//! ([`authorize`]). The authorization is a grant: the client trades its code for an agent
+//! token that names the person and the grant (the token `ExchangeAgentKey` mints, with `act`
+//! and `grant`) and a refresh token that is rotated on each use ([`token`]). Revoking a grant
+//! ends its refresh tokens at once and its access tokens when gateways next sync (snapshots
+//! list the grants revoked lately).
+
+mod authorize;
+mod register;
+mod signin;
+mod token;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use portcullis_shared::api::agents::AgentStatus;
+use rand::distributions::{Alphanumeric, DistString};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::store::agents::AgentRow;
+use crate::store::{interactive, Conn, StoreError};
+use crate::App;
+
+/// Longest life of an access token issued here (an agent's `token_ttl` may be shorter).
+pub const MAX_ACCESS_SECS: i64 = 3600;
+/// Refresh tokens live thirty days, each used once.
+const REFRESH_SECS: i64 = 30 * 24 * 3600;
+/// A sign-in at the OpenID provider must come back within ten minutes.
+const SIGNIN_SECS: i64 = 600;
+/// An authorization code is traded within a minute.
+const CODE_SECS: i64 = 60;
+
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/.well-known/oauth-authorization-server", get(metadata))
+        .route("/oauth2/register", post(register::register))
+        .route("/oauth2/authorize", get(authorize::authorize))
+        .route("/oauth2/signin/callback", get(authorize::signed_in))
+        .route("/oauth2/token", post(token::token))
+        .route("/oauth2/revoke", post(token::revoke_token))
+}
+
+/// RFC 8414 metadata: this service's endpoints and what it supports.
+async fn metadata(State(app): State<Arc<App>>) -> Response {
+    let base = &app.base_url;
+    let body = json!({
+        "issuer": base,
+        "authorization_endpoint": format!("{base}/oauth2/authorize"),
+        "token_endpoint": format!("{base}/oauth2/token"),
+        "registration_endpoint": format!("{base}/oauth2/register"),
+        "revocation_endpoint": format!("{base}/oauth2/revoke"),
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": register::AUTH_METHODS,
+        "revocation_endpoint_auth_methods_supported": register::AUTH_METHODS,
+        "authorization_response_iss_parameter_supported": true,
+    });
+    json_reply(StatusCode::OK, &body)
+}
+
+/// A JSON answer that is never cached (RFC 6749 §5.1).
+fn json_reply(status: StatusCode, body: &serde_json::Value) -> Response {
+    (
+        status,
+        [
+            (header::CACHE_CONTROL, "no-store"),
+            (header::PRAGMA, "no-cache"),
+        ],
+        axum::Json(body),
+    )
+        .into_response()
+}
+
+/// An OAuth error answer (RFC 6749 §5.2).
+fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
+    json_reply(
+        status,
+        &json!({"error": error, "error_description": description}),
+    )
+}
+
+/// A fresh secret value: 43 base62 characters (256 bits).
+fn random_token() -> String {
+    Alphanumeric.sample_string(&mut rand::rngs::OsRng, 43)
+}
+
+/// The gateway a resource names: `{gateway_url}/mcp`, where `{gateway_url}` ends in
+/// `/gateways/<id>`.
+fn gateway_of(resource: &str) -> Option<&str> {
+    let url = url::Url::parse(resource).ok()?;
+    if url.query().is_some() || url.fragment().is_some() {
+        return None;
+    }
+    let path = resource.split_once("://")?.1;
+    let path = &path[path.find('/')?..];
+    let rest = &path[path.rfind("/gateways/")? + "/gateways/".len()..];
+    let id = rest.trim_end_matches('/').strip_suffix("/mcp")?;
+    (!id.is_empty() && !id.contains('/')).then_some(id)
+}
+
+/// What the MCP client asked for, carried through sign-in to its code.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Request {
+    workspace_id: String,
+    gateway_id: String,
+    agent_id: String,
+    client_id: String,
+    redirect_uri: String,
+    code_challenge: String,
+    state: Option<String>,
+    resource: String,
+}
+
+/// An authorization code's data: the request and the person who signed in. The grant is
+/// made when the client trades the code.
+#[derive(Debug, Serialize, Deserialize)]
+struct Code {
+    request: Request,
+    subject: String,
+    email: String,
+}
+
+/// The audit event of a sign-in's outcome, as the person: the grant made, or (`None`) the
+/// agent refused them.
+async fn record(app: &App, r: &Request, subject: &str, email: &str, grant: Option<&str>) {
+    use portcullis_shared::audit::{results, types, ResourceRef};
+    let resource = ResourceRef {
+        kind: "agent".into(),
+        id: r.agent_id.clone(),
+        ..Default::default()
+    };
+    let payload = json!({
+        "grant_id": grant, "agent_id": r.agent_id, "gateway_id": r.gateway_id,
+        "client_id": r.client_id, "subject": subject, "email": email,
+    });
+    let event_type = match grant {
+        Some(_) => types::INTERACTIVE_GRANTED,
+        None => types::INTERACTIVE_REFUSED,
+    };
+    let mut event =
+        crate::audit::person_event(&r.workspace_id, subject, event_type, resource, payload);
+    event.request.http_route = "/oauth2/authorize".into();
+    if grant.is_none() {
+        event.result = results::DENIED.into();
+    }
+    if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {
+        tracing::error!(error = %e, "Could not record the sign-in's audit event.");
+    }
+}
+
+/// Whether the agent admits this person interactively now: interactive access on, the agent
+/// usable, and their `sub` or verified email listed exactly (entries with `*` match no one
+/// here; emails compare without case).
+pub fn admits(agent: &AgentRow, subject: &str, email: &str) -> bool {
+    let usable = matches!(
+        AgentStatus::parse(&agent.status),
+        Some(AgentStatus::Active | AgentStatus::Provisioned)
+    );
+    if agent.interactive_access == 0 || !usable {
+        return false;
+    }
+    let list = |text: &str| serde_json::from_str::<Vec<String>>(text).unwrap_or_default();
+    let exact = |e: &String| !e.contains('*');
+    let by_subject = !subject.is_empty()
+        && list(&agent.actas_allowed_subjects)
+            .iter()
+            .any(|s| exact(s) && s == subject);
+    let by_email = !email.is_empty()
+        && list(&agent.actas_allowed_emails)
+            .iter()
+            .any(|e| exact(e) && e.eq_ignore_ascii_case(email));
+    by_subject || by_email
+}
+
+/// Revokes the agent's grants its settings (as stored now) no longer admit; how many.
+pub async fn revoke_unadmitted(conn: &mut Conn, agent: &AgentRow) -> Result<u64, StoreError> {
+    let now = crate::store::now_ms();
+    let mut revoked = 0;
+    for g in interactive::agent_grants(conn, &agent.id).await? {
+        if !admits(agent, &g.subject, &g.email)
+            && interactive::revoke_grant(conn, &g.id, now).await?.is_some()
+        {
+            tracing::info!(grant_id = %g.id, agent_id = %agent.id, "Interactive grant revoked: the agent no longer admits its person.");
+            revoked += 1;
+        }
+    }
+    Ok(revoked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gateway_of;
+
+    #[test]
+    fn a_resource_names_its_gateway() {
+        assert_eq!(gateway_of("http://h:1/gateways/g1/mcp"), Some("g1"));
+        assert_eq!(gateway_of("https://h/prefix/gateways/g1/mcp"), Some("g1"));
+        assert_eq!(gateway_of("https://h/gateways/g1/mcp/"), Some("g1"));
+        assert_eq!(gateway_of("https://h/gateways//mcp"), None);
+        assert_eq!(gateway_of("https://h/gateways/g1/v1"), None);
+        assert_eq!(gateway_of("https://h/gateways/g1/mcp?x=1"), None);
+        assert_eq!(gateway_of("not a url"), None);
+    }
+}

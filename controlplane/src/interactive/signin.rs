@@ -1,0 +1,253 @@
+//! Signing a person in at the agent's OpenID provider: the agent's act-as provider
+//! (`actas_provider_id`) or inline issuer (`actas_oidc_url`) names it; its endpoints come from
+//! discovery; this service's client there is registered dynamically once per workspace and
+//! issuer (RFC 7591) and kept, its secret sealed. Authorization code with PKCE S256, `state`
+//! and `nonce`; the ID token's signature (the provider's JWKS), issuer, audience (our client),
+//! expiry and nonce are checked. An email counts only when the provider does not say it is
+//! unverified.
+
+use oauth2::basic::{
+    BasicErrorResponse, BasicRevocationErrorResponse, BasicTokenIntrospectionResponse,
+    BasicTokenType,
+};
+use oauth2::{
+    AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet, EndpointSet,
+    ExtraTokenFields, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope,
+    StandardRevocableToken, StandardTokenResponse, TokenUrl,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{precondition, ApiResult};
+use crate::oauth::discovery;
+use crate::oauth::tokens::describe;
+use crate::store::agents::AgentRow;
+use crate::store::{actas_providers, interactive, Conn};
+use crate::App;
+
+/// The ID token beside the access token of a token response.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdTokenFields {
+    #[serde(default)]
+    id_token: Option<String>,
+}
+
+impl ExtraTokenFields for IdTokenFields {}
+
+type Client = oauth2::Client<
+    BasicErrorResponse,
+    StandardTokenResponse<IdTokenFields, BasicTokenType>,
+    BasicTokenIntrospectionResponse,
+    StandardRevocableToken,
+    BasicRevocationErrorResponse,
+    EndpointSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointSet,
+>;
+
+/// An OpenID provider, ready for a sign-in.
+pub struct Provider {
+    pub issuer: String,
+    email_claim: String,
+    client_id: String,
+    client: Client,
+    jwks_uri: String,
+}
+
+/// Where the provider sends people back.
+pub fn redirect_uri(app: &App) -> String {
+    format!("{}/oauth2/signin/callback", app.base_url)
+}
+
+/// The issuer that signs the agent's people in, and the claim carrying their email.
+pub async fn issuer_of(conn: &mut Conn, agent: &AgentRow) -> ApiResult<(String, String)> {
+    if let Some(id) = &agent.actas_provider_id {
+        let p = actas_providers::get(conn, &agent.workspace_id, id)
+            .await?
+            .ok_or_else(|| precondition("the agent's act-as provider no longer exists"))?;
+        let issuer = p.issuer.filter(|i| !i.is_empty()).ok_or_else(|| {
+            precondition(format!(
+                "act-as provider '{}' has no issuer, so it cannot sign people in",
+                p.name
+            ))
+        })?;
+        return Ok((issuer, p.email_claim));
+    }
+    if let Some(url) = &agent.actas_oidc_url {
+        let issuer = url
+            .trim_end_matches('/')
+            .trim_end_matches("/.well-known/openid-configuration")
+            .to_string();
+        return Ok((issuer, "email".into()));
+    }
+    Err(precondition(format!(
+        "agent '{}' has no OpenID provider to sign people in: set its actas_provider_id or \
+         actas_oidc_url",
+        agent.name
+    )))
+}
+
+/// The provider of `issuer` with this service's client there (registered on first use).
+pub async fn provider(app: &App, ws: &str, issuer: &str, email_claim: &str) -> ApiResult<Provider> {
+    let http = app.oauth.http();
+    let meta = discovery::server_metadata(http, issuer)
+        .await
+        .map_err(|why| {
+            precondition(format!(
+                "the OpenID provider {issuer} could not be discovered: {why}"
+            ))
+        })?;
+    let missing = |what: &str| precondition(format!("{issuer} publishes no {what}"));
+    let authorization = meta
+        .authorization_endpoint
+        .ok_or_else(|| missing("authorization_endpoint"))?;
+    let token = meta
+        .token_endpoint
+        .ok_or_else(|| missing("token_endpoint"))?;
+    let jwks_uri = meta.jwks_uri.ok_or_else(|| missing("jwks_uri"))?;
+    let mut conn = app.store.read().await?;
+    let stored = interactive::signin_client(&mut conn, app.store.cipher(), ws, issuer).await?;
+    drop(conn);
+    let (client_id, secret) = match stored {
+        Some(c) => c,
+        None => {
+            let endpoint = meta.registration_endpoint.ok_or_else(|| {
+                precondition(format!(
+                    "{issuer} offers no dynamic client registration, so people cannot sign in \
+                     through it here"
+                ))
+            })?;
+            let (id, secret) = discovery::register(http, &endpoint, &redirect_uri(app)).await?;
+            let mut tx = app.store.write_unscoped().await?;
+            let cipher = app.store.cipher();
+            interactive::put_signin_client(tx.conn(), cipher, ws, issuer, &id, secret.as_deref())
+                .await?;
+            tx.commit().await?;
+            tracing::info!(
+                issuer,
+                "Registered as a client of an OpenID provider for sign-in."
+            );
+            (id, secret)
+        }
+    };
+    let not_url = |what: &str| precondition(format!("{issuer}'s {what} is not a URL"));
+    let mut client = oauth2::Client::new(ClientId::new(client_id.clone()))
+        .set_auth_uri(AuthUrl::new(authorization).map_err(|_| not_url("authorization endpoint"))?)
+        .set_token_uri(TokenUrl::new(token).map_err(|_| not_url("token endpoint"))?)
+        .set_redirect_uri(
+            RedirectUrl::new(redirect_uri(app)).map_err(|_| not_url("redirect URI"))?,
+        );
+    if let Some(secret) = secret {
+        client = client.set_client_secret(ClientSecret::new(secret));
+    }
+    Ok(Provider {
+        issuer: meta.issuer,
+        email_claim: email_claim.to_string(),
+        client_id,
+        client,
+        jwks_uri,
+    })
+}
+
+/// Where to send the person, and the PKCE verifier to keep until they come back.
+pub fn authorization_url(p: &Provider, state: &str, nonce: &str) -> (String, String) {
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let state = state.to_string();
+    let (url, _) = p
+        .client
+        .authorize_url(move || CsrfToken::new(state))
+        .add_scope(Scope::new("openid".into()))
+        .add_scope(Scope::new("email".into()))
+        .set_pkce_challenge(challenge)
+        .add_extra_param("nonce", nonce)
+        .url();
+    (url.to_string(), verifier.secret().clone())
+}
+
+/// The person who signed in.
+#[derive(Debug, Clone)]
+pub struct Person {
+    pub subject: String,
+    pub email: String,
+}
+
+/// Trades the provider's code for an ID token and checks it.
+pub async fn person(
+    app: &App,
+    p: &Provider,
+    code: String,
+    verifier: String,
+    nonce: &str,
+) -> ApiResult<Person> {
+    let response = p
+        .client
+        .exchange_code(AuthorizationCode::new(code))
+        .set_pkce_verifier(PkceCodeVerifier::new(verifier))
+        .request_async(app.oauth.http())
+        .await
+        .map_err(|e| {
+            precondition(format!(
+                "{} refused the sign-in: {}",
+                p.issuer,
+                describe(&e)
+            ))
+        })?;
+    let id_token = response
+        .extra_fields()
+        .id_token
+        .as_deref()
+        .ok_or_else(|| precondition(format!("{} returned no ID token", p.issuer)))?;
+    verify(app, p, id_token, nonce).await
+}
+
+async fn verify(app: &App, p: &Provider, token: &str, nonce: &str) -> ApiResult<Person> {
+    let bad = |why: &str| {
+        precondition(format!(
+            "the ID token from {} is not valid: {why}",
+            p.issuer
+        ))
+    };
+    let header = jsonwebtoken::decode_header(token).map_err(|_| bad("malformed"))?;
+    if matches!(
+        header.alg,
+        jsonwebtoken::Algorithm::HS256
+            | jsonwebtoken::Algorithm::HS384
+            | jsonwebtoken::Algorithm::HS512
+    ) {
+        return Err(bad("signed with a shared secret, not the provider's key"));
+    }
+    let keys: jsonwebtoken::jwk::JwkSet = discovery::get_json(app.oauth.http(), &p.jwks_uri)
+        .await
+        .map_err(|why| bad(&format!("its signing keys could not be read: {why}")))?;
+    let jwk = match &header.kid {
+        Some(kid) => keys.find(kid),
+        None if keys.keys.len() == 1 => keys.keys.first(),
+        None => None,
+    }
+    .ok_or_else(|| bad("signed with a key the provider does not publish"))?;
+    let key = jsonwebtoken::DecodingKey::from_jwk(jwk).map_err(|_| bad("unusable signing key"))?;
+    let mut validation = jsonwebtoken::Validation::new(header.alg);
+    validation.leeway = 30;
+    validation.set_issuer(&[&p.issuer]);
+    validation.set_audience(&[&p.client_id]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    let claims = jsonwebtoken::decode::<Value>(token, &key, &validation)
+        .map_err(|e| bad(&e.to_string()))?
+        .claims;
+    if claims["nonce"].as_str() != Some(nonce) {
+        return Err(bad("its nonce is not the one this sign-in sent"));
+    }
+    let subject = claims["sub"].as_str().unwrap_or_default().to_string();
+    if subject.is_empty() {
+        return Err(bad("it names no subject"));
+    }
+    let verified = claims["email_verified"].as_bool() != Some(false);
+    let email = claims[p.email_claim.as_str()]
+        .as_str()
+        .filter(|_| verified)
+        .unwrap_or_default()
+        .to_string();
+    Ok(Person { subject, email })
+}

@@ -1,0 +1,521 @@
+//! Interactive access end to end: a person on an agent's allow list signs in from an MCP
+//! client (the official MCP Python SDK's OAuth client: discovery from the gateway's 401,
+//! dynamic registration, PKCE, resource indicator) at a real OpenID provider
+//! (`oidc-provider`), and uses the agent as themselves; refresh tokens rotate and a replay
+//! revokes the grant; revoking a grant (operation) or taking the person off the allow list
+//! ends access at the gateway. Every step checks its input: registration, the authorization
+//! request, people not on the list, the agent choice, the PKCE verifier.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use portcullis_tests::controlplane::AGENTS;
+use portcullis_tests::fake_mcp::FakeMcp;
+use portcullis_tests::oidc::OidcIssuer;
+use portcullis_tests::{python, ControlPlane};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::mcp::Mcp;
+
+/// The redirect URI the tests' clients register: never served.
+const REDIRECT: &str = "http://127.0.0.1:9/callback";
+
+/// Registers an interactive agent for `emails`, signing people in at `issuer`, allowed the
+/// fake's `whoami` on the default gateway.
+async fn interactive_agent(cp: &ControlPlane, name: &str, issuer: &str, emails: Value) {
+    let body = json!({"name": name, "allowed_gateway_ids": [cp.default_gateway_id],
+        "allowed_tools": ["fake/whoami"], "actas_method": "oidc", "actas_oidc_url": issuer,
+        "actas_allowed_emails": emails, "interactive_access": true});
+    cp.ok(AGENTS, "RegisterAgent", cp.body(body)).await;
+}
+
+async fn started(issuer: &OidcIssuer) -> (Mcp, FakeMcp) {
+    let m = Mcp::start().await;
+    let fake = FakeMcp::start("upstream-key", false).await;
+    m.attach(json!({"name": "fake", "protocol": "streamable-http",
+        "secret_values": {"Authorization": "Bearer upstream-key"},
+        "protocol_config": {"url": fake.url()}}))
+        .await;
+    interactive_agent(&m.cp, "desk", &issuer.issuer, json!(["alice@example.com"])).await;
+    m.gw.caught_up(&m.cp).await;
+    (m, fake)
+}
+
+fn mcp_url(m: &Mcp) -> String {
+    format!("{}/mcp", m.gw.gateway_url(&m.cp.default_gateway_id))
+}
+
+/// `tools/list` on the gateway with `token`: the HTTP status, `WWW-Authenticate` and body.
+async fn list_with(m: &Mcp, token: &str, act_as: Option<&str>) -> (u16, String, Value) {
+    let mut request = reqwest::Client::new().post(mcp_url(m));
+    if !token.is_empty() {
+        request = request.bearer_auth(token);
+    }
+    if let Some(h) = act_as {
+        request = request.header("x-svc-act-as", h);
+    }
+    let r = request
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    let challenge = r
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (r.status().as_u16(), challenge, r.json().await.unwrap())
+}
+
+/// A token request to the control plane as a confidential client: status and body.
+async fn token_request(cp: &ControlPlane, client: &Value, form: &[(&str, &str)]) -> (u16, Value) {
+    let mut request = reqwest::Client::new().post(format!("{}/oauth2/token", cp.url));
+    if let Some(secret) = client["client_secret"].as_str() {
+        request = request.basic_auth(client["client_id"].as_str().unwrap(), Some(secret));
+    }
+    let r = request.form(form).send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+async fn grants(cp: &ControlPlane, agent: Option<&str>) -> Vec<Value> {
+    let body = match agent {
+        Some(a) => json!({"agent_id": a}),
+        None => json!({"all_users": true}),
+    };
+    cp.ok(AGENTS, "ListInteractiveGrants", cp.body(body)).await["grants"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn events(cp: &ControlPlane, kind: &str) -> Vec<Value> {
+    let body = cp.body(json!({"event_types": [kind]}));
+    cp.ok("svc.audit.v1.AuditService", "QueryEvents", body)
+        .await["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The claims of a JWT, unverified.
+fn claims(token: &str) -> Value {
+    let payload = token.split('.').nth(1).unwrap();
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves() {
+    let issuer = OidcIssuer::start().await;
+    let (m, _fake) = started(&issuer).await;
+    let cp = &m.cp;
+    let url = mcp_url(&m);
+
+    let out = python::run(
+        "mcp_interactive.py",
+        &[&url, &issuer.issuer, "alice", "fake/whoami", "{}"],
+    )
+    .await;
+    assert!(out.get("error").is_none(), "{out}\n{}", cp.logs());
+    assert_eq!(out["tools"], json!(["fake/whoami"]), "{out}");
+    let call = &out["calls"][0];
+    assert_eq!(call["isError"], false, "{out}");
+    let seen: Value = serde_json::from_str(call["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        seen["authorization"], "Bearer upstream-key",
+        "the upstream gets the tool's own credential, never the person's token"
+    );
+    let access = out["tokens"]["access_token"].as_str().unwrap().to_string();
+    let refresh = out["tokens"]["refresh_token"].as_str().unwrap().to_string();
+    let c = claims(&access);
+    assert_eq!(c["act"]["email"], "alice@example.com", "{c}");
+    assert_eq!(c["aud"], cp.default_gateway_id.as_str(), "{c}");
+    assert!(c["grant"].as_str().is_some(), "{c}");
+
+    // The call is audited as the agent acting for Alice, verified by her sign-in.
+    let call_events = events(cp, "tool.call").await;
+    let as_alice = call_events
+        .iter()
+        .find(|e| e["on_behalf_of"]["email"] == "alice@example.com")
+        .unwrap_or_else(|| panic!("no tool call as alice: {call_events:?}"));
+    assert_eq!(
+        as_alice["on_behalf_of"]["display"],
+        "verified by interactive"
+    );
+    assert_eq!(events(cp, "agent.interactive_grant.issued").await.len(), 1);
+
+    // The grant, as administrators see it.
+    let listed = grants(cp, None).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let g = &listed[0];
+    assert_eq!(
+        (
+            &g["agent_name"],
+            &g["email"],
+            &g["subject"],
+            &g["client_name"]
+        ),
+        (
+            &json!("desk"),
+            &json!("alice@example.com"),
+            &json!("alice"),
+            &json!("interactive test")
+        )
+    );
+    assert_eq!(g["refresh_tokens"], 1);
+    assert_eq!(grants(cp, Some("desk")).await.len(), 1);
+    assert!(grants(cp, Some("bot")).await.is_empty());
+    cp.call(AGENTS, "ListInteractiveGrants", cp.body(json!({})))
+        .await
+        .expect_error("invalid_argument", 400)
+        .mentions("all_users");
+
+    // The access token is a bearer on the gateway; it carries the person, so an act-as header
+    // with it is refused.
+    let (status, _, body) = list_with(&m, &access, None).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = list_with(&m, &access, Some("someone-else")).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["error"]["data"]["reason_code"], "actas_interactive",
+        "{body}"
+    );
+
+    // Refresh tokens rotate; a used one presented again revokes the grant.
+    let client = &out["client"];
+    let form = [
+        ("grant_type", "refresh_token"),
+        ("refresh_token", refresh.as_str()),
+    ];
+    let (status, next) = token_request(cp, client, &form).await;
+    assert_eq!(status, 200, "{next}");
+    let next_access = next["access_token"].as_str().unwrap().to_string();
+    assert_ne!(next["refresh_token"], refresh.as_str());
+    assert_eq!(next["token_type"], "Bearer");
+    let (status, replay) = token_request(cp, client, &form).await;
+    assert_eq!(
+        (status, replay["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{replay}"
+    );
+    assert!(
+        grants(cp, None).await.is_empty(),
+        "the replay revoked the grant"
+    );
+    let next_refresh = next["refresh_token"].as_str().unwrap();
+    let form = [
+        ("grant_type", "refresh_token"),
+        ("refresh_token", next_refresh),
+    ];
+    let (status, after) = token_request(cp, client, &form).await;
+    assert_eq!(
+        status, 400,
+        "the newer refresh token died with its grant: {after}"
+    );
+    m.gw.caught_up(cp).await;
+    for token in [&access, &next_access] {
+        let (status, challenge, body) = list_with(&m, token, None).await;
+        assert_eq!(
+            status, 401,
+            "a revoked grant's access token is refused: {body}"
+        );
+        assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("revoked"),
+            "{body}"
+        );
+    }
+
+    // Signing in again makes a new grant; revoking it (the operation) ends it at once.
+    let out = python::run("mcp_interactive.py", &[&url, &issuer.issuer, "alice"]).await;
+    assert!(out.get("error").is_none(), "{out}");
+    let access = out["tokens"]["access_token"].as_str().unwrap().to_string();
+    let grant_id = claims(&access)["grant"].as_str().unwrap().to_string();
+    let revoked = cp
+        .ok(
+            AGENTS,
+            "RevokeInteractiveGrant",
+            cp.body(json!({"grant_id": grant_id})),
+        )
+        .await;
+    assert_eq!(
+        (
+            revoked["revoked"].as_bool(),
+            revoked["refresh_tokens_revoked"].as_u64()
+        ),
+        (Some(true), Some(1))
+    );
+    let again = cp
+        .ok(
+            AGENTS,
+            "RevokeInteractiveGrant",
+            cp.body(json!({"grant_id": grant_id})),
+        )
+        .await;
+    assert_eq!(again["revoked"], false);
+    cp.call(
+        AGENTS,
+        "RevokeInteractiveGrant",
+        cp.body(json!({"grant_id": "nope"})),
+    )
+    .await
+    .expect_error("invalid_argument", 400);
+    m.gw.caught_up(cp).await;
+    assert_eq!(list_with(&m, &access, None).await.0, 401);
+    let refresh = out["tokens"]["refresh_token"].as_str().unwrap();
+    let form = [("grant_type", "refresh_token"), ("refresh_token", refresh)];
+    assert_eq!(token_request(cp, &out["client"], &form).await.0, 400);
+}
+
+/// The PKCE pair of a verifier.
+fn pkce(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
+/// An authorization URL for `client` on the default gateway.
+fn authorize_url(m: &Mcp, client_id: &str, challenge: Option<&str>, resource: &str) -> String {
+    let mut url = url::Url::parse(&format!("{}/oauth2/authorize", m.cp.url)).unwrap();
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("response_type", "code")
+            .append_pair("client_id", client_id)
+            .append_pair("redirect_uri", REDIRECT)
+            .append_pair("state", "s1")
+            .append_pair("resource", resource);
+        if let Some(c) = challenge {
+            q.append_pair("code_challenge", c)
+                .append_pair("code_challenge_method", "S256");
+        }
+    }
+    url.to_string()
+}
+
+/// The query of the redirect a browse ended on.
+fn redirected(status: u16, url: &str, body: &str) -> std::collections::HashMap<String, String> {
+    assert_eq!(status, 302, "{url}\n{body}");
+    assert!(url.starts_with(REDIRECT), "{url}");
+    url::Url::parse(url)
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
+    let issuer = OidcIssuer::start().await;
+    let (m, _fake) = started(&issuer).await;
+    let cp = &m.cp;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let resource = mcp_url(&m);
+
+    // The gateway names the control plane as its authorization server.
+    let (status, challenge, _) = list_with(&m, "", None).await;
+    assert_eq!(status, 401);
+    let metadata_url = format!(
+        "{}/.well-known/oauth-protected-resource",
+        m.gw.gateway_url(&cp.default_gateway_id)
+    );
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{metadata_url}\"")
+    );
+    let prm: Value = http
+        .get(&metadata_url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(prm["resource"], resource.as_str());
+    assert_eq!(prm["authorization_servers"], json!([cp.url]));
+    let asm: Value = http
+        .get(format!("{}/.well-known/oauth-authorization-server", cp.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(asm["issuer"], cp.url.as_str());
+    assert_eq!(asm["code_challenge_methods_supported"], json!(["S256"]));
+
+    // Registration: redirect URIs are checked; a public client gets no secret.
+    let register = |body: Value| {
+        let http = http.clone();
+        let url = format!("{}/oauth2/register", cp.url);
+        async move {
+            let r = http.post(url).json(&body).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    for bad in [
+        "http://evil.example/cb",
+        "javascript:alert(1)",
+        "https://x.example/#f",
+    ] {
+        let (status, body) = register(json!({"redirect_uris": [bad]})).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (400, Some("invalid_redirect_uri")),
+            "{bad}: {body}"
+        );
+    }
+    let (status, body) = register(
+        json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "private_key_jwt"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_client_metadata"))
+    );
+    let (status, client) = register(json!({"redirect_uris": [REDIRECT], "client_name": "cli",
+        "token_endpoint_auth_method": "none"}))
+    .await;
+    assert_eq!(status, 201, "{client}");
+    assert!(client.get("client_secret").is_none(), "{client}");
+    let client_id = client["client_id"].as_str().unwrap();
+
+    // The authorization request: a page until the client is known, then errors go back to it.
+    let get = |url: String| {
+        let http = http.clone();
+        async move { http.get(url).send().await.unwrap() }
+    };
+    let unknown = get(authorize_url(
+        &m,
+        "mcp_unknown",
+        Some(&pkce("v")),
+        &resource,
+    ))
+    .await;
+    assert_eq!(unknown.status().as_u16(), 400);
+    let back = |r: reqwest::Response| {
+        let location = r.headers()["location"].to_str().unwrap().to_string();
+        redirected(302, &location, "")
+    };
+    let q = back(get(authorize_url(&m, client_id, None, &resource)).await);
+    assert_eq!(
+        (q["error"].as_str(), q["state"].as_str(), q["iss"].as_str()),
+        ("invalid_request", "s1", cp.url.as_str()),
+        "{q:?}"
+    );
+    let elsewhere = format!("{}/gateways/not-a-gateway/mcp", m.gw.url);
+    let q = back(get(authorize_url(&m, client_id, Some(&pkce("v")), &elsewhere)).await);
+    assert_eq!(q["error"], "invalid_target", "{q:?}");
+
+    // Bob is not on the list: refused, and audited.
+    let verifier = "a-verifier-that-is-long-enough-for-pkce-0123456789";
+    let start = authorize_url(&m, client_id, Some(&pkce(verifier)), &resource);
+    let (status, url, body) = issuer.browse_until(&start, "bob", REDIRECT).await;
+    let q = redirected(status, &url, &body);
+    assert_eq!(q["error"], "access_denied", "{q:?}");
+    assert!(q["error_description"].contains("bob@example.com"), "{q:?}");
+    let refused = events(cp, "agent.interactive_grant.refused").await;
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(grants(cp, None).await.is_empty());
+
+    // With two interactive agents on the gateway the person picks one.
+    interactive_agent(
+        cp,
+        "desk2",
+        &issuer.issuer,
+        json!(["alice@example.com", "x*@example.com"]),
+    )
+    .await;
+    let (status, _, page) = issuer.browse_until(&start, "alice", REDIRECT).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("Choose an agent") && page.contains(">desk<") && page.contains(">desk2<"),
+        "{page}"
+    );
+    assert!(
+        !page.contains(">bot<"),
+        "only agents that admit interactive sign-in: {page}"
+    );
+    let desk2 = page
+        .split("<a href=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap().replace("&amp;", "&"))
+        .find(|href| page.contains(&format!("{}\">desk2<", href.replace('&', "&amp;"))))
+        .unwrap();
+    let (status, url, body) = issuer
+        .browse_until(&format!("{}{desk2}", cp.url), "alice", REDIRECT)
+        .await;
+    let q = redirected(status, &url, &body);
+    let code = q["code"].clone();
+
+    // The code needs the PKCE verifier, and is used once.
+    let exchange = |code: String, verifier: &'static str| {
+        let client = json!({"client_id": client_id});
+        let form = [
+            ("grant_type", "authorization_code".to_string()),
+            ("code", code),
+            ("code_verifier", verifier.to_string()),
+            ("redirect_uri", REDIRECT.to_string()),
+            ("client_id", client_id.to_string()),
+        ];
+        async move {
+            let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            token_request(cp, &client, &form).await
+        }
+    };
+    let (status, body) =
+        exchange(code.clone(), "the-wrong-verifier-0123456789012345678901234").await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{body}"
+    );
+    let (status, _) = exchange(code, verifier).await;
+    assert_eq!(status, 400, "a code is used once, even by a failed attempt");
+    let (status, url, body) = issuer
+        .browse_until(&format!("{}{desk2}", cp.url), "alice", REDIRECT)
+        .await;
+    let code = redirected(status, &url, &body)["code"].clone();
+    let (status, tokens) = exchange(code, verifier).await;
+    assert_eq!(status, 200, "{tokens}");
+    let access = tokens["access_token"].as_str().unwrap();
+    let desk2_id = cp
+        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "desk2"})))
+        .await["agent"]["agent_id"]
+        .clone();
+    assert_eq!(claims(access)["sub"], desk2_id);
+    assert_eq!(grants(cp, Some("desk2")).await.len(), 1);
+
+    // Interactive access cannot be combined with device binding.
+    cp.call(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "desk2", "actas_method": "bound"})),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("device binding");
+    // Taking Alice off the list revokes her grant, and her tokens stop working.
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "desk2", "actas_allowed_emails": ["carol@example.com"]})),
+    )
+    .await;
+    assert!(grants(cp, Some("desk2")).await.is_empty());
+    let form = [
+        ("grant_type", "refresh_token"),
+        ("refresh_token", tokens["refresh_token"].as_str().unwrap()),
+        ("client_id", client_id),
+    ];
+    assert_eq!(
+        token_request(cp, &json!({"client_id": client_id}), &form)
+            .await
+            .0,
+        400
+    );
+    m.gw.caught_up(cp).await;
+    assert_eq!(list_with(&m, access, None).await.0, 401);
+}
