@@ -11,6 +11,8 @@
 //! list the grants revoked lately).
 
 mod authorize;
+#[cfg(test)]
+mod fuzz;
 mod register;
 mod signin;
 mod token;

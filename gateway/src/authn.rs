@@ -271,10 +271,19 @@ mod fuzz {
     }
 
     fn bearer() -> impl Strategy<Value = String> {
-        let claims = any::<i64>().prop_map(|exp| {
-            serde_json::json!({"iss": portcullis_shared::snapshot::AGENT_TOKEN_ISSUER, "sub": "a",
-                "aud": "g", "iat": 0, "exp": exp, "jti": "j", "ws": "w"})
-        });
+        // With or without an interactive grant (and the person it names, or junk there).
+        let act = prop_oneof![
+            Just(serde_json::Value::Null),
+            Just(serde_json::json!({"sub": "alice", "email": "a@example.com"})),
+            any::<String>().prop_map(serde_json::Value::String),
+        ];
+        let claims = (any::<i64>(), proptest::option::of("[a-z0-9-]{0,12}"), act).prop_map(
+            |(exp, grant, act)| {
+                serde_json::json!({"iss": portcullis_shared::snapshot::AGENT_TOKEN_ISSUER,
+                    "sub": "a", "aud": "g", "iat": 0, "exp": exp, "jti": "j", "ws": "w",
+                    "grant": grant, "act": act})
+            },
+        );
         crate::fuzz::token_like(crate::fuzz::jwt_shaped(claims))
     }
 

@@ -90,7 +90,25 @@ pub async fn metadata(
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::gateway_path;
+    use crate::route::{route, Route};
+
+    proptest! {
+        /// Any path: routed without a panic, and a metadata route's gateway URL ends in the
+        /// gateway it names.
+        #[test]
+        fn metadata_paths_never_panic(path in prop_oneof![
+            any::<String>(),
+            "(/p)?(/\\.well-known/oauth-protected-resource)?(/[a-z]{0,3})?/gateways/[a-z0-9/]{0,8}(/mcp|/\\.well-known/oauth-protected-resource)?/?",
+        ]) {
+            if let Route::ResourceMetadata { gateway_id } = route("GET", &path) {
+                let tail = format!("/gateways/{gateway_id}");
+                prop_assert!(gateway_path(&path, gateway_id).ends_with(&tail));
+            }
+        }
+    }
 
     #[test]
     fn the_gateway_url_keeps_its_prefix() {

@@ -26,6 +26,13 @@ pub struct ProviderFields {
     /// hmac: the shared secret agents sign identities with (16 to 1024 characters).
     #[arg(long, env = "PORTCULLIS_ACTAS_HMAC_SECRET", hide_env_values = true)]
     pub hmac_secret: Option<String>,
+    /// oidc: a client registered at the issuer for interactive sign-in (redirect URI
+    /// {base_url}/oauth2/signin/callback), for issuers without dynamic registration; "" clears.
+    #[arg(long)]
+    pub signin_client_id: Option<String>,
+    /// oidc: that client's secret.
+    #[arg(long, env = "PORTCULLIS_SIGNIN_CLIENT_SECRET", hide_env_values = true)]
+    pub signin_client_secret: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -22,6 +22,15 @@ fn show(p: &ActAsProvider) {
         .add("email_claim", &p.email_claim)
         .add("groups_claim", &p.groups_claim)
         .add("hmac_secret", if p.hmac_secret_set { "set" } else { "-" })
+        .add("signin_client_id", text(&p.signin_client_id))
+        .add(
+            "signin_client_secret",
+            if p.signin_client_secret_set {
+                "set"
+            } else {
+                "-"
+            },
+        )
         .add("agents", p.agent_count)
         .print();
 }
@@ -44,6 +53,8 @@ pub async fn run(ctx: &Ctx, cmd: ActAsProviderCmd) -> anyhow::Result<()> {
                 email_claim: fields.email_claim,
                 groups_claim: fields.groups_claim,
                 hmac_secret: fields.hmac_secret,
+                signin_client_id: fields.signin_client_id,
+                signin_client_secret: fields.signin_client_secret,
             };
             ctx.send(AGENTS, "CreateActAsProvider", &req).await?
         }
@@ -62,6 +73,8 @@ pub async fn run(ctx: &Ctx, cmd: ActAsProviderCmd) -> anyhow::Result<()> {
                 email_claim: fields.email_claim,
                 groups_claim: fields.groups_claim,
                 hmac_secret: fields.hmac_secret,
+                signin_client_id: fields.signin_client_id,
+                signin_client_secret: fields.signin_client_secret,
             };
             ctx.send(AGENTS, "UpdateActAsProvider", &req).await?
         }

@@ -61,3 +61,8 @@ CREATE TABLE interactive_signin_clients (
     client_secret TEXT NOT NULL,
     PRIMARY KEY (workspace_id, issuer)
 );
+
+-- An OpenID provider's client for signing people in, where the provider offers no dynamic
+-- registration: its id, and its secret sealed.
+ALTER TABLE actas_providers ADD COLUMN signin_client_id TEXT;
+ALTER TABLE actas_providers ADD COLUMN signin_client_secret TEXT;

@@ -47,6 +47,8 @@ async fn view(conn: &mut Conn, row: ProviderRow) -> ApiResult<ActAsProvider> {
         email_claim: row.email_claim,
         groups_claim: row.groups_claim,
         hmac_secret_set,
+        signin_client_secret_set: row.signin_client_secret.is_some(),
+        signin_client_id: row.signin_client_id,
         agent_count: agents.len() as u64,
         created_at: views::ts(row.created_at),
         updated_at: views::ts(row.updated_at),
@@ -136,6 +138,41 @@ async fn put_secret(tx: &mut WriteTx, ctx: &Ctx, row: &ProviderRow, secret: &str
     Ok(())
 }
 
+/// Sets the provider's sign-in client: `""` clears it; a new id drops the old secret; a
+/// secret needs an id. Only `oidc` providers sign people in.
+fn set_signin_client(
+    ctx: &Ctx,
+    row: &mut ProviderRow,
+    id: Option<&str>,
+    secret: Option<&str>,
+) -> ApiResult<()> {
+    match id {
+        Some("") => {
+            row.signin_client_id = None;
+            row.signin_client_secret = None;
+        }
+        Some(id) if row.signin_client_id.as_deref() != Some(id) => {
+            row.signin_client_id = Some(text("signin_client_id", id)?);
+            row.signin_client_secret = None;
+        }
+        _ => {}
+    }
+    if let Some(secret) = secret {
+        if row.signin_client_id.is_none() {
+            return Err(invalid("signin_client_secret needs a signin_client_id"));
+        }
+        let secret = text("signin_client_secret", secret)?;
+        let cipher = ctx.store().cipher();
+        row.signin_client_secret = Some(actas_providers::seal_signin_secret(
+            cipher, &row.id, &secret,
+        )?);
+    }
+    if row.signin_client_id.is_some() && row.method != ProviderMethod::Oidc.as_str() {
+        return Err(invalid("signin_client_id is only for oidc providers"));
+    }
+    Ok(())
+}
+
 async fn create(ctx: Ctx, req: CreateActAsProviderRequest) -> ApiResult<ActAsProviderResponse> {
     let name = validate::name("name", &req.name)?;
     let method = req.method.unwrap_or(ProviderMethod::Oidc);
@@ -166,9 +203,17 @@ async fn create(ctx: Ctx, req: CreateActAsProviderRequest) -> ApiResult<ActAsPro
             "groups_claim",
             req.groups_claim.as_deref().unwrap_or("groups"),
         )?,
+        signin_client_id: None,
+        signin_client_secret: None,
         created_at: now,
         updated_at: now,
     };
+    let mut row = row;
+    let (id, secret) = (
+        req.signin_client_id.as_deref(),
+        req.signin_client_secret.as_deref(),
+    );
+    set_signin_client(&ctx, &mut row, id, secret)?;
     let secret = req.hmac_secret.as_deref().map(hmac_secret).transpose()?;
     check(&row, secret.is_some())?;
     let mut tx = ctx.store().write(&ws).await?;
@@ -242,6 +287,11 @@ async fn update(ctx: Ctx, req: UpdateActAsProviderRequest) -> ApiResult<ActAsPro
     if let Some(claim) = &req.groups_claim {
         row.groups_claim = claim_name("groups_claim", claim)?;
     }
+    let (id, secret) = (
+        req.signin_client_id.as_deref(),
+        req.signin_client_secret.as_deref(),
+    );
+    set_signin_client(&ctx, &mut row, id, secret)?;
     let secret = req.hmac_secret.as_deref().map(hmac_secret).transpose()?;
     let stored = credentials::shared_keys(tx.conn(), Owner::ActAsProvider, &row.id)
         .await?

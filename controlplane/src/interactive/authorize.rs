@@ -25,8 +25,7 @@ use crate::App;
 #[derive(Serialize, Deserialize)]
 struct SignIn {
     request: Request,
-    issuer: String,
-    email_claim: String,
+    issuer: signin::Issuer,
     verifier: String,
     nonce: String,
 }
@@ -148,12 +147,12 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
             ),
         ));
     };
-    let (issuer, email_claim) = signin::issuer_of(&mut conn, agent).await?;
+    let issuer = signin::issuer_of(&mut conn, agent).await?;
     drop(conn);
     // The key the person's tokens will be signed with exists before they sign in, so
     // gateways know it by the time the client first calls.
     crate::api::exchange::signing_key(&app.store, &gateway.workspace_id).await?;
-    let provider = signin::provider(app, &gateway.workspace_id, &issuer, &email_claim).await?;
+    let provider = signin::provider(app, &gateway.workspace_id, &issuer).await?;
     let state = random_token();
     let nonce = random_token();
     let (url, verifier) = signin::authorization_url(&provider, &state, &nonce);
@@ -169,7 +168,6 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
             resource: resource.to_string(),
         },
         issuer,
-        email_claim,
         verifier,
         nonce,
     };
@@ -270,8 +268,7 @@ async fn finish(app: &App, q: &Params) -> ApiResult<Response> {
     let Some(code) = param(q, "code") else {
         return Ok(back.error("access_denied", "the provider's answer has no code"));
     };
-    let provider =
-        signin::provider(app, &r.workspace_id, &signin.issuer, &signin.email_claim).await?;
+    let provider = signin::provider(app, &r.workspace_id, &signin.issuer).await?;
     let person = match signin::person(
         app,
         &provider,

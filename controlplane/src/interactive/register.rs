@@ -139,7 +139,7 @@ fn check_redirect_uris(uris: &[String]) -> Result<(), String> {
     uris.iter().try_for_each(|u| check_redirect_uri(u))
 }
 
-fn check_redirect_uri(uri: &str) -> Result<(), String> {
+pub(super) fn check_redirect_uri(uri: &str) -> Result<(), String> {
     if uri.len() > MAX_URI_LEN {
         return Err(format!(
             "a redirect URI is longer than {MAX_URI_LEN} characters"

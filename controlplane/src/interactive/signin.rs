@@ -61,26 +61,43 @@ pub fn redirect_uri(app: &App) -> String {
     format!("{}/oauth2/signin/callback", app.base_url)
 }
 
-/// The issuer that signs the agent's people in, and the claim carrying their email.
-pub async fn issuer_of(conn: &mut Conn, agent: &AgentRow) -> ApiResult<(String, String)> {
+/// Where the agent's people sign in: the issuer, the claim carrying their email, and the
+/// act-as provider naming it (whose sign-in client, if set, is used).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Issuer {
+    pub url: String,
+    pub email_claim: String,
+    pub provider_id: Option<String>,
+}
+
+/// The issuer that signs the agent's people in.
+pub async fn issuer_of(conn: &mut Conn, agent: &AgentRow) -> ApiResult<Issuer> {
     if let Some(id) = &agent.actas_provider_id {
         let p = actas_providers::get(conn, &agent.workspace_id, id)
             .await?
             .ok_or_else(|| precondition("the agent's act-as provider no longer exists"))?;
-        let issuer = p.issuer.filter(|i| !i.is_empty()).ok_or_else(|| {
+        let url = p.issuer.filter(|i| !i.is_empty()).ok_or_else(|| {
             precondition(format!(
                 "act-as provider '{}' has no issuer, so it cannot sign people in",
                 p.name
             ))
         })?;
-        return Ok((issuer, p.email_claim));
+        return Ok(Issuer {
+            url,
+            email_claim: p.email_claim,
+            provider_id: Some(p.id),
+        });
     }
     if let Some(url) = &agent.actas_oidc_url {
-        let issuer = url
+        let url = url
             .trim_end_matches('/')
             .trim_end_matches("/.well-known/openid-configuration")
             .to_string();
-        return Ok((issuer, "email".into()));
+        return Ok(Issuer {
+            url,
+            email_claim: "email".into(),
+            provider_id: None,
+        });
     }
     Err(precondition(format!(
         "agent '{}' has no OpenID provider to sign people in: set its actas_provider_id or \
@@ -89,8 +106,29 @@ pub async fn issuer_of(conn: &mut Conn, agent: &AgentRow) -> ApiResult<(String, 
     )))
 }
 
-/// The provider of `issuer` with this service's client there (registered on first use).
-pub async fn provider(app: &App, ws: &str, issuer: &str, email_claim: &str) -> ApiResult<Provider> {
+/// This service's client at the issuer: the act-as provider's sign-in client when it has
+/// one, else the one registered there dynamically before (or `None`).
+async fn known_client(
+    app: &App,
+    ws: &str,
+    found: &Issuer,
+) -> ApiResult<Option<(String, Option<String>)>> {
+    let mut conn = app.store.read().await?;
+    let cipher = app.store.cipher();
+    if let Some(id) = &found.provider_id {
+        if let Some(p) = actas_providers::get(&mut conn, ws, id).await? {
+            if let Some(client) = actas_providers::signin_client(cipher, &p)? {
+                return Ok(Some(client));
+            }
+        }
+    }
+    Ok(interactive::signin_client(&mut conn, cipher, ws, &found.url).await?)
+}
+
+/// The provider of `found` with this service's client there (registered on first use when
+/// none is configured).
+pub async fn provider(app: &App, ws: &str, found: &Issuer) -> ApiResult<Provider> {
+    let (issuer, email_claim) = (found.url.as_str(), found.email_claim.as_str());
     let http = app.oauth.http();
     let meta = discovery::server_metadata(http, issuer)
         .await
@@ -107,16 +145,15 @@ pub async fn provider(app: &App, ws: &str, issuer: &str, email_claim: &str) -> A
         .token_endpoint
         .ok_or_else(|| missing("token_endpoint"))?;
     let jwks_uri = meta.jwks_uri.ok_or_else(|| missing("jwks_uri"))?;
-    let mut conn = app.store.read().await?;
-    let stored = interactive::signin_client(&mut conn, app.store.cipher(), ws, issuer).await?;
-    drop(conn);
-    let (client_id, secret) = match stored {
+    let (client_id, secret) = match known_client(app, ws, found).await? {
         Some(c) => c,
         None => {
             let endpoint = meta.registration_endpoint.ok_or_else(|| {
                 precondition(format!(
-                    "{issuer} offers no dynamic client registration, so people cannot sign in \
-                     through it here"
+                    "{issuer} offers no dynamic client registration: register a client there \
+                     (redirect URI {}) and set it as the act-as provider's signin_client_id and \
+                     signin_client_secret",
+                    redirect_uri(app)
                 ))
             })?;
             let (id, secret) = discovery::register(http, &endpoint, &redirect_uri(app)).await?;

@@ -99,23 +99,7 @@ async fn authenticate(app: &App, headers: &HeaderMap, f: &Form) -> Result<Client
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Basic "))
-        .map(|b| {
-            let text = STANDARD
-                .decode(b.trim())
-                .ok()
-                .and_then(|d| String::from_utf8(d).ok())
-                .ok_or_else(|| Refusal::client("malformed Basic credentials"))?;
-            let (id, secret) = text
-                .split_once(':')
-                .ok_or_else(|| Refusal::client("malformed Basic credentials"))?;
-            let decode = |s: &str| {
-                url::form_urlencoded::parse(format!("x={s}").as_bytes())
-                    .next()
-                    .map(|(_, v)| v.into_owned())
-                    .unwrap_or_default()
-            };
-            Ok::<_, Refusal>((decode(id), decode(secret)))
-        })
+        .map(|b| basic_credentials(b).ok_or_else(|| Refusal::client("malformed Basic credentials")))
         .transpose()?;
     let (id, secret) = match &basic {
         Some((id, secret)) => (id.as_str(), Some(secret.as_str())),
@@ -135,6 +119,21 @@ async fn authenticate(app: &App, headers: &HeaderMap, f: &Form) -> Result<Client
         }
     }
     Ok(client)
+}
+
+/// The client id and secret of HTTP Basic credentials, each form-urlencoded (RFC 6749
+/// §2.3.1).
+pub(super) fn basic_credentials(encoded: &str) -> Option<(String, String)> {
+    let text = String::from_utf8(STANDARD.decode(encoded.trim()).ok()?).ok()?;
+    let (id, secret) = text.split_once(':')?;
+    let decode = |s: &str| -> String {
+        let s = s.replace('&', "%26");
+        url::form_urlencoded::parse(format!("x={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    Some((decode(id), decode(secret)))
 }
 
 async fn by_code(app: &App, client: &ClientRow, f: &Form) -> Result<Response, Refusal> {

@@ -1,6 +1,8 @@
 //! Act-as verification providers. A provider's HMAC secret is a credential (owner
 //! `ActAsProvider`), not a column.
 
+use portcullis_shared::seal::Cipher;
+
 use super::db::{Conn, StoreError};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -14,6 +16,10 @@ pub struct ProviderRow {
     pub jwks_url: Option<String>,
     pub email_claim: String,
     pub groups_claim: String,
+    /// The client this service signs people in with at the issuer (interactive access).
+    pub signin_client_id: Option<String>,
+    /// Its secret, sealed.
+    pub signin_client_secret: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -21,8 +27,8 @@ pub struct ProviderRow {
 pub async fn insert(conn: &mut Conn, r: &ProviderRow) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO actas_providers (id, workspace_id, name, method, issuer, audience, \
-         jwks_url, email_claim, groups_claim, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+         jwks_url, email_claim, groups_claim, created_at, updated_at, signin_client_id, \
+         signin_client_secret) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     )
     .bind(&r.id)
     .bind(&r.workspace_id)
@@ -35,6 +41,8 @@ pub async fn insert(conn: &mut Conn, r: &ProviderRow) -> Result<(), StoreError> 
     .bind(&r.groups_claim)
     .bind(r.created_at)
     .bind(r.updated_at)
+    .bind(&r.signin_client_id)
+    .bind(&r.signin_client_secret)
     .execute(conn)
     .await?;
     Ok(())
@@ -44,8 +52,8 @@ pub async fn insert(conn: &mut Conn, r: &ProviderRow) -> Result<(), StoreError> 
 pub async fn update(conn: &mut Conn, r: &ProviderRow) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE actas_providers SET name = $1, issuer = $2, audience = $3, jwks_url = $4, \
-         email_claim = $5, groups_claim = $6, updated_at = $7 \
-         WHERE id = $8 AND workspace_id = $9",
+         email_claim = $5, groups_claim = $6, updated_at = $7, signin_client_id = $10, \
+         signin_client_secret = $11 WHERE id = $8 AND workspace_id = $9",
     )
     .bind(&r.name)
     .bind(&r.issuer)
@@ -56,9 +64,42 @@ pub async fn update(conn: &mut Conn, r: &ProviderRow) -> Result<(), StoreError> 
     .bind(r.updated_at)
     .bind(&r.id)
     .bind(&r.workspace_id)
+    .bind(&r.signin_client_id)
+    .bind(&r.signin_client_secret)
     .execute(conn)
     .await?;
     Ok(())
+}
+
+fn signin_label(provider_id: &str) -> String {
+    format!("actas_signin:{provider_id}")
+}
+
+/// Seals a sign-in client secret for this provider.
+pub fn seal_signin_secret(
+    cipher: &Cipher,
+    provider_id: &str,
+    secret: &str,
+) -> Result<String, StoreError> {
+    Ok(cipher.seal(&signin_label(provider_id), secret.as_bytes())?)
+}
+
+/// The provider's sign-in client: its id and secret opened.
+pub fn signin_client(
+    cipher: &Cipher,
+    r: &ProviderRow,
+) -> Result<Option<(String, Option<String>)>, StoreError> {
+    let Some(id) = &r.signin_client_id else {
+        return Ok(None);
+    };
+    let secret = match &r.signin_client_secret {
+        Some(sealed) => {
+            let plain = cipher.open(&signin_label(&r.id), sealed)?;
+            Some(String::from_utf8(plain).map_err(super::db::corrupt)?)
+        }
+        None => None,
+    };
+    Ok(Some((id.clone(), secret)))
 }
 
 pub async fn get(

@@ -79,6 +79,12 @@ pub struct ActAsProvider {
     pub email_claim: String,
     pub groups_claim: String,
     pub hmac_secret_set: bool,
+    /// `oidc`: the client people sign in with for interactive access, where the issuer offers
+    /// no dynamic registration (its secret is never returned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signin_client_id: Option<String>,
+    #[serde(default)]
+    pub signin_client_secret_set: bool,
     /// Agents that name this provider.
     pub agent_count: u64,
     pub created_at: String,
@@ -107,9 +113,16 @@ pub struct CreateActAsProviderRequest {
     pub groups_claim: Option<String>,
     #[serde(default)]
     pub hmac_secret: Option<String>,
+    /// `oidc`: a client registered at the issuer for interactive sign-in, with redirect URI
+    /// `{base_url}/oauth2/signin/callback` (without one, this service registers itself).
+    #[serde(default)]
+    pub signin_client_id: Option<String>,
+    #[serde(default)]
+    pub signin_client_secret: Option<String>,
 }
 
-/// Fields left out keep their value; `jwks_url: ""` clears it (back to discovery).
+/// Fields left out keep their value; `jwks_url: ""` clears it (back to discovery), and
+/// `signin_client_id: ""` clears the sign-in client (back to dynamic registration).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateActAsProviderRequest {
@@ -131,6 +144,10 @@ pub struct UpdateActAsProviderRequest {
     pub groups_claim: Option<String>,
     #[serde(default)]
     pub hmac_secret: Option<String>,
+    #[serde(default)]
+    pub signin_client_id: Option<String>,
+    #[serde(default)]
+    pub signin_client_secret: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,4 +180,4 @@ scoped!(
     ActAsProviderRefRequest,
     ListActAsProvidersRequest
 );
-scoped!(UpdateActAsProviderRequest, empty_is_a_value: ["jwks_url"]);
+scoped!(UpdateActAsProviderRequest, empty_is_a_value: ["jwks_url", "signin_client_id"]);

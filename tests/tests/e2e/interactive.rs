@@ -519,3 +519,93 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
     m.gw.caught_up(cp).await;
     assert_eq!(list_with(&m, access, None).await.0, 401);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_act_as_provider_signs_people_in_with_its_own_client() {
+    let issuer = OidcIssuer::start().await;
+    let (m, _fake) = started(&issuer).await;
+    let cp = &m.cp;
+    let http = reqwest::Client::new();
+    // An administrator registered a client at the provider (as with a provider that offers no
+    // dynamic registration, where it is done by hand).
+    let registered: Value = http
+        .post(format!("{}/reg", issuer.issuer))
+        .json(
+            &json!({"redirect_uris": [format!("{}/oauth2/signin/callback", cp.url)],
+            "token_endpoint_auth_method": "client_secret_basic",
+            "grant_types": ["authorization_code"], "response_types": ["code"]}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, secret) = (&registered["client_id"], &registered["client_secret"]);
+    let provider = json!({"name": "corp", "issuer": issuer.issuer, "audience": "desk3",
+        "signin_client_secret": secret});
+    cp.call(AGENTS, "CreateActAsProvider", cp.body(provider.clone()))
+        .await
+        .expect_error("invalid_argument", 400)
+        .mentions("signin_client_id");
+    let hmac = json!({"name": "h", "method": "hmac", "hmac_secret": "0123456789abcdef0123",
+        "signin_client_id": id});
+    cp.call(AGENTS, "CreateActAsProvider", cp.body(hmac))
+        .await
+        .expect_error("invalid_argument", 400)
+        .mentions("oidc");
+    let mut provider = provider;
+    provider["signin_client_id"] = id.clone();
+    let created = cp
+        .ok(AGENTS, "CreateActAsProvider", cp.body(provider))
+        .await;
+    let shown = &created["provider"];
+    assert_eq!(
+        (
+            &shown["signin_client_id"],
+            &shown["signin_client_secret_set"]
+        ),
+        (id, &json!(true))
+    );
+    assert!(
+        !created.to_string().contains(secret.as_str().unwrap()),
+        "the secret is never shown"
+    );
+    let agent = json!({"name": "desk3", "allowed_gateway_ids": [cp.default_gateway_id],
+        "actas_method": "oidc", "actas_provider_id": "corp",
+        "actas_allowed_subjects": ["alice"], "interactive_access": true});
+    cp.ok(AGENTS, "RegisterAgent", cp.body(agent)).await;
+
+    let registrations = issuer.stat("registrations").await;
+    let out = python::run(
+        "mcp_interactive.py",
+        &[&mcp_url(&m), &issuer.issuer, "alice"],
+    )
+    .await;
+    // Two agents admit interactive sign-in now: the client lands on the choice page.
+    assert!(
+        out["error"].as_str().unwrap().contains("did not come back"),
+        "{out}"
+    );
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "desk", "interactive_access": false})),
+    )
+    .await;
+    let out = python::run(
+        "mcp_interactive.py",
+        &[&mcp_url(&m), &issuer.issuer, "alice"],
+    )
+    .await;
+    assert!(out.get("error").is_none(), "{out}");
+    let access = out["tokens"]["access_token"].as_str().unwrap();
+    assert_eq!(claims(access)["act"]["sub"], "alice");
+    assert_eq!(
+        issuer.stat("registrations").await,
+        registrations,
+        "the provider's configured client signed Alice in; nothing registered itself"
+    );
+    let listed = grants(cp, Some("desk3")).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+}
