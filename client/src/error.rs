@@ -44,6 +44,15 @@ pub enum ClientError {
     /// A wait ran out (e.g. no audit event matched in time).
     #[error("timed out: {0}")]
     Timeout(String),
+    /// An [`crate::AgentRuntime`] was used before `start`.
+    #[error("not initialized: start the agent runtime first")]
+    NotInitialized,
+    /// An [`crate::AgentRuntime`] was started twice.
+    #[error("already started")]
+    AlreadyStarted,
+    /// An [`crate::AgentRuntime`] was used after `shutdown`.
+    #[error("shut down: this agent runtime was stopped")]
+    Shutdown,
     /// The reply was not the JSON the operation promises.
     #[error("{path}: unexpected reply: {message}")]
     Decode { path: String, message: String },
@@ -98,6 +107,9 @@ pub enum GatewayErrorKind {
     Unavailable,
     /// The gateway is starting and has no configuration yet; retry shortly.
     NotReady,
+    /// The gateway has not reached its control plane for longer than it is allowed to serve
+    /// its rules without: retry once the control plane is back.
+    PolicyStale,
     /// The key or token was refused, or the agent may not use this gateway.
     AuthorizationDenied { reason_code: Option<String> },
     /// A rule, a blocked catalog entry or a guard refused the call.
@@ -140,6 +152,7 @@ impl GatewayErrorKind {
             GatewayErrorKind::Gateway { .. } => "gateway error",
             GatewayErrorKind::Unavailable => "gateway unavailable",
             GatewayErrorKind::NotReady => "gateway not ready",
+            GatewayErrorKind::PolicyStale => "policy stale",
             GatewayErrorKind::AuthorizationDenied { .. } => "authorization denied",
             GatewayErrorKind::Denied { .. } => "denied",
             GatewayErrorKind::CredentialRequired { .. } => "credential required",

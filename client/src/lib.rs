@@ -1,5 +1,6 @@
 //! The Portcullis Rust SDK. [`AgentClient`] calls a gateway as an agent (MCP tools, OpenAI
 //! and Anthropic model calls) and reports refusals in the spec's error classes;
+//! [`AgentRuntime`] keeps a long-running agent on short-lived tokens (start, shutdown);
 //! [`AdminClient`] calls the control-plane API with a platform key; [`audit`] reads, tails and waits for audit events; [`act_as`] builds the header an agent
 //! sends to act for a person; [`exchange_agent_key`] trades an agent key for a short-lived
 //! token; [`time`] reads the times people type (`24h` back from now) as RFC 3339.
@@ -9,11 +10,13 @@ pub mod admin;
 pub mod agent;
 pub mod audit;
 pub mod error;
+pub mod runtime;
 pub mod time;
 
 pub use admin::AdminClient;
 pub use agent::AgentClient;
 pub use error::{ClientError, GatewayError, GatewayErrorKind};
+pub use runtime::AgentRuntime;
 
 use portcullis_shared::api::agents::ExchangedToken;
 

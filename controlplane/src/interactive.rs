@@ -44,12 +44,39 @@ const CODE_SECS: i64 = 60;
 
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
-        .route("/.well-known/oauth-authorization-server", get(metadata))
-        .route("/oauth2/register", post(register::register))
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(metadata).options(preflight),
+        )
+        .route(
+            "/oauth2/register",
+            post(register::register).options(preflight),
+        )
         .route("/oauth2/authorize", get(authorize::authorize))
         .route("/oauth2/signin/callback", get(authorize::signed_in))
-        .route("/oauth2/token", post(token::token))
-        .route("/oauth2/revoke", post(token::revoke_token))
+        .route("/oauth2/token", post(token::token).options(preflight))
+        .route(
+            "/oauth2/revoke",
+            post(token::revoke_token).options(preflight),
+        )
+}
+
+/// MCP clients that run in a browser (MCP Inspector) read the metadata, register and trade
+/// codes from another origin: these endpoints take no cookies, so any origin may.
+async fn preflight() -> Response {
+    (
+        StatusCode::NO_CONTENT,
+        [
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS"),
+            (
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                "authorization, content-type, mcp-protocol-version",
+            ),
+            (header::ACCESS_CONTROL_MAX_AGE, "86400"),
+        ],
+    )
+        .into_response()
 }
 
 /// RFC 8414 metadata: this service's endpoints and what it supports.
@@ -79,6 +106,7 @@ fn json_reply(status: StatusCode, body: &serde_json::Value) -> Response {
         [
             (header::CACHE_CONTROL, "no-store"),
             (header::PRAGMA, "no-cache"),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
         ],
         axum::Json(body),
     )

@@ -41,6 +41,10 @@ pub struct Config {
     /// `redis://…`: spend counters shared by every replica of the deployment; without it each
     /// replica counts alone (exact for one replica).
     pub spend_store: Option<String>,
+    /// Refuse calls (503 `policy_stale`) once the snapshot sync has been failing for longer
+    /// than this many seconds; 0 (the default) serves the current snapshot however long the
+    /// control plane is away.
+    pub max_policy_age_secs: u64,
     /// Whether models may use this gateway's own cloud identity (AWS default chain, Google
     /// application default credentials): only a self-hosted gateway in the customer's cloud.
     pub cloud_identity: bool,
@@ -80,13 +84,15 @@ impl Default for Config {
             audit_spool_max_bytes: 256 * 1024 * 1024,
             spend_store: None,
             cloud_identity: false,
+            max_policy_age_secs: 0,
             log_format: LogFormat::Text,
         }
     }
 }
 
-const ENV_KEYS: [&str; 17] = [
+const ENV_KEYS: [&str; 18] = [
     "allow_stdio_tools",
+    "max_policy_age_secs",
     "cloud_identity",
     "spend_store",
     "audit",

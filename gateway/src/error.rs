@@ -123,6 +123,10 @@ pub enum GatewayError {
     TooLarge(usize),
     #[error("the gateway has no configuration yet; retry shortly")]
     NotReady,
+    /// The gateway has not reached its control plane for longer than `max_policy_age_secs`,
+    /// so its rules may be out of date: it refuses rather than decide on them.
+    #[error("the gateway's policy is stale: it has not reached its control plane for {0} s")]
+    PolicyStale(u64),
     #[error("{0}")]
     Unsupported(String),
     #[error("upstream failed: {0}")]
@@ -174,7 +178,9 @@ impl GatewayError {
             GatewayError::QuotaExceeded { .. } => 429,
             GatewayError::NotFound(_) | GatewayError::ModelNotFound(_) => 404,
             GatewayError::Upstream(_) => 502,
-            GatewayError::NotReady | GatewayError::QuotaUnavailable(_) => 503,
+            GatewayError::NotReady
+            | GatewayError::PolicyStale(_)
+            | GatewayError::QuotaUnavailable(_) => 503,
             GatewayError::UpstreamTimeout(_) => 504,
             GatewayError::UpstreamRefused(r) => r.status,
             GatewayError::Internal(_) => 500,
@@ -214,6 +220,7 @@ impl GatewayError {
             GatewayError::ModelNotFound(_) => ("invalid_request_error", "model_not_found"),
             GatewayError::TooLarge(_) => ("invalid_request_error", "request_too_large"),
             GatewayError::NotReady => ("server_error", "not_ready"),
+            GatewayError::PolicyStale(_) => ("server_error", "policy_stale"),
             GatewayError::Upstream(_) => ("upstream_error", "upstream_failed"),
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),
             GatewayError::UpstreamRefused(r) if r.status == 429 => {

@@ -83,7 +83,8 @@ pub async fn metadata(
         "resource_name": format!("Portcullis gateway {}", gateway.name),
     });
     let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-    respond::bytes(session, 200, "application/json", body, request_id, &[])
+    let cors = [("access-control-allow-origin", "*")];
+    respond::bytes(session, 200, "application/json", body, request_id, &cors)
         .await
         .map_err(|e| GatewayError::Internal(e.to_string()))
 }

@@ -71,6 +71,8 @@ pub struct Gateway {
     pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
     /// The gateway's own cloud identities, used only with `--cloud-identity`.
     pub cloud: Cloud,
+    /// Since when (Unix ms) the snapshot sync has been failing; 0 while it succeeds.
+    pub sync_failing_since: std::sync::atomic::AtomicI64,
 }
 
 /// The gateway's own AWS and Google identities, loaded at first use.
@@ -105,12 +107,29 @@ impl Gateway {
             spend: spend::Spend::default(),
             shared_spend: std::sync::OnceLock::new(),
             cloud: Cloud::default(),
+            sync_failing_since: std::sync::atomic::AtomicI64::new(0),
         }
     }
 
     /// The snapshot this request sees, whole, for its whole life.
     pub fn current(&self) -> Option<Arc<Compiled>> {
         self.snapshot.load_full()
+    }
+
+    /// Refuses when `max_policy_age_secs` is set and the snapshot sync has been failing for
+    /// longer: the rules this gateway holds may no longer be the workspace's.
+    pub fn check_policy_age(&self) -> Result<(), error::GatewayError> {
+        use std::sync::atomic::Ordering;
+        let bound = self.config.max_policy_age_secs;
+        let since = self.sync_failing_since.load(Ordering::Relaxed);
+        if bound == 0 || since == 0 {
+            return Ok(());
+        }
+        let failing = (chrono::Utc::now().timestamp_millis() - since).max(0) / 1000;
+        match u64::try_from(failing) {
+            Ok(secs) if secs >= bound => Err(error::GatewayError::PolicyStale(secs)),
+            _ => Ok(()),
+        }
     }
 
     /// This thread's pooled upstream client.

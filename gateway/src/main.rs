@@ -64,6 +64,11 @@ struct Args {
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     cloud_identity: bool,
+    /// Refuse calls (503 policy_stale) once the control plane has been unreachable for this
+    /// many seconds (default 0: keep serving the last snapshot).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_policy_age_secs: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {

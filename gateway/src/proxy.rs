@@ -162,7 +162,10 @@ async fn dispatch(
 ) -> Result<(), GatewayError> {
     let gateway_id = match route {
         Route::Ready if gw.current().is_some() => {
-            return plain(session, 200, "ready", "text/plain", request_id).await
+            return match gw.check_policy_age() {
+                Ok(()) => plain(session, 200, "ready", "text/plain", request_id).await,
+                Err(e) => plain(session, 503, &e.to_string(), "text/plain", request_id).await,
+            };
         }
         Route::Ready => {
             return plain(
@@ -196,6 +199,7 @@ async fn dispatch(
         | Route::UnknownGatewayPath { gateway_id } => gateway_id,
     };
     let snap = gw.current().ok_or(GatewayError::NotReady)?;
+    gw.check_policy_age()?;
     let gateway = snap
         .gateways
         .get(gateway_id)

@@ -122,6 +122,7 @@ fn kind(
             }
         }
         Some("not_ready" | "quota_unavailable") => GatewayErrorKind::NotReady,
+        Some("policy_stale") => GatewayErrorKind::PolicyStale,
         Some("upstream_error" | "upstream_failed" | "upstream_timeout") => {
             GatewayErrorKind::Unavailable
         }

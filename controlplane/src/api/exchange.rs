@@ -121,8 +121,12 @@ pub(crate) async fn sign(store: &Store, ws: &str, claims: &AgentTokenClaims) -> 
         .map_err(|e| ApiError::Internal(format!("signing the agent token: {e}")))
 }
 
+/// How long a new signing key is held back before its first token: gateways learn a key from
+/// the snapshot its creation produces, and a token they cannot check yet would be refused.
+const NEW_KEY_SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The workspace's current signing key, created or replaced when it is due (a write, so
-/// gateways learn the public key).
+/// gateways learn the public key; the first token under a new key waits [`NEW_KEY_SETTLE`]).
 pub(crate) async fn signing_key(store: &Store, ws: &str) -> ApiResult<token_keys::SigningKey> {
     let cipher = store.cipher();
     let mut conn = store.read().await?;
@@ -133,5 +137,6 @@ pub(crate) async fn signing_key(store: &Store, ws: &str) -> ApiResult<token_keys
     let mut tx = store.write(ws).await?;
     let key = token_keys::current(tx.conn(), cipher, ws).await?;
     tx.commit().await?;
+    tokio::time::sleep(NEW_KEY_SETTLE).await;
     Ok(key)
 }

@@ -82,10 +82,16 @@ pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<b
     // The revision last received, applied or not: a refused revision is not fetched again.
     let mut seen = gateway.current().map(|s| s.revision);
     loop {
+        // After a failure the next request returns at once, so a control plane that is back
+        // is known to be back (and the policy fresh) without waiting out a long poll.
+        let recovering = gateway
+            .sync_failing_since
+            .load(std::sync::atomic::Ordering::Relaxed)
+            != 0;
         let request = GetSnapshotRequest {
             workspace_id: None,
             revision: seen,
-            wait_seconds: Some(WAIT_SECONDS),
+            wait_seconds: Some(if recovering { 0 } else { WAIT_SECONDS }),
         };
         let call = http
             .post(&url)
@@ -96,8 +102,10 @@ pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<b
             r = call => r,
             _ = stop.wait_for(|s| *s) => return,
         };
+        let failing = &gateway.sync_failing_since;
         match fetch(outcome).await {
             Ok(reply) => {
+                failing.store(0, std::sync::atomic::Ordering::Relaxed);
                 backoff = Duration::from_millis(250);
                 if let Some(snapshot) = reply.snapshot {
                     seen = Some(snapshot.revision);
@@ -117,6 +125,13 @@ pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<b
                 continue;
             }
             Err(e) => {
+                let now = chrono::Utc::now().timestamp_millis();
+                let _ = failing.compare_exchange(
+                    0,
+                    now,
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "Snapshot sync failed; serving the current snapshot.")
             }
         }

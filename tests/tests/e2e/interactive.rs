@@ -344,6 +344,13 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
         .await
         .unwrap();
     assert_eq!(asm["issuer"], cp.url.as_str());
+    let preflight = http
+        .request(reqwest::Method::OPTIONS, format!("{}/oauth2/token", cp.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status().as_u16(), 204);
+    assert_eq!(preflight.headers()["access-control-allow-origin"], "*");
     assert_eq!(asm["code_challenge_methods_supported"], json!(["S256"]));
 
     // Registration: redirect URIs are checked; a public client gets no secret.

@@ -252,3 +252,56 @@ async fn a_gateway_without_configuration_is_not_ready() {
     assert_eq!(kind, GatewayErrorKind::NotReady, "{err}");
     assert_eq!(err.status_code(), Some(503));
 }
+
+/// The agent runtime's lifecycle classes come from using it out of order; a started runtime
+/// calls the gateway; a gateway that lost its control plane for longer
+/// than its bound refuses as policy stale (and `/ready` says so), then serves again once the
+/// control plane is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_lifecycle_and_a_stale_policy() {
+    use portcullis_client::AgentRuntime;
+    let mut w = world().await;
+    let gw = portcullis_tests::GatewayProcess::start_with(
+        &w.cp,
+        &[("PORTCULLIS_MAX_POLICY_AGE_SECS", "1")],
+    )
+    .await;
+    let url = gw.gateway_url(&w.gateway_id);
+    assert!(matches!(
+        AgentRuntime::new("not a url", &url, &w.key),
+        Err(ClientError::Configuration(_))
+    ));
+    assert!(matches!(
+        AgentRuntime::new(&w.cp.url, &format!("{url}/mcp"), &w.key),
+        Err(ClientError::GatewayConfiguration { .. })
+    ));
+    let rt = AgentRuntime::new(&w.cp.url, &url, &w.key).unwrap();
+    assert!(matches!(
+        rt.client().await,
+        Err(ClientError::NotInitialized)
+    ));
+    rt.start().await.unwrap();
+    assert!(matches!(rt.start().await, Err(ClientError::AlreadyStarted)));
+    let client = rt.client().await.unwrap();
+    client.chat_completions(&chat("gpt")).await.unwrap();
+
+    w.cp.stop().await;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let (kind_now, err) = kind(client.chat_completions(&chat("gpt")).await);
+    assert_eq!(kind_now, GatewayErrorKind::PolicyStale, "{err}");
+    assert_eq!(err.status_code(), Some(503));
+    let late = AgentRuntime::new(&w.cp.url, &url, &w.key).unwrap();
+    assert_eq!(kind(late.start().await).0, GatewayErrorKind::PolicyStale);
+    // The gateway without the bound keeps serving its snapshot.
+    let lenient = AgentClient::new(&w.gw.gateway_url(&w.gateway_id), &w.key).unwrap();
+    lenient.chat_completions(&chat("gpt")).await.unwrap();
+
+    rt.shutdown().await.unwrap();
+    assert!(matches!(rt.client().await, Err(ClientError::Shutdown)));
+    assert!(matches!(rt.shutdown().await, Err(ClientError::Shutdown)));
+    assert!(matches!(rt.start().await, Err(ClientError::Shutdown)));
+
+    w.cp.restart().await;
+    gw.wait_ready().await;
+    client.chat_completions(&chat("gpt")).await.unwrap();
+}

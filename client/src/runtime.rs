@@ -1,0 +1,182 @@
+//! [`AgentRuntime`]: an agent's session with its gateway, for processes that run long.
+//! `start` checks that the gateway is ready and trades the agent key for a short-lived token
+//! (`ExchangeAgentKey`), which a background task renews before it expires, so the key itself
+//! never travels with each call; `client` hands out an [`AgentClient`] on the current token;
+//! `shutdown` stops the renewal. Using the runtime out of order fails with the spec's
+//! lifecycle classes: not initialized (before `start`), already started, shut down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+
+use crate::agent::{gateway_id_of, AgentClient};
+use crate::error::{ClientError, GatewayError, GatewayErrorKind};
+
+enum State {
+    New,
+    Running {
+        client: AgentClient,
+        renewal: tokio::task::JoinHandle<()>,
+    },
+    Stopped,
+}
+
+/// What the runtime needs to (re)authenticate.
+#[derive(Clone)]
+struct Identity {
+    control_plane_url: String,
+    gateway_url: String,
+    gateway_id: String,
+    key: String,
+}
+
+pub struct AgentRuntime {
+    identity: Identity,
+    state: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for AgentRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRuntime")
+            .field("gateway_url", &self.identity.gateway_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentRuntime {
+    /// A runtime for the agent whose key is `agent_key`, on the gateway at `gateway_url`
+    /// (`{base}/gateways/{gateway_id}`), exchanging the key at `control_plane_url`.
+    pub fn new(
+        control_plane_url: &str,
+        gateway_url: &str,
+        agent_key: &str,
+    ) -> Result<Self, ClientError> {
+        let gateway_id = gateway_id_of(gateway_url)?;
+        let parsed = url::Url::parse(control_plane_url)
+            .map_err(|e| ClientError::Configuration(format!("control plane URL: {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(ClientError::Configuration(
+                "the control plane URL must be http(s)".into(),
+            ));
+        }
+        if agent_key.trim().is_empty() {
+            return Err(ClientError::Configuration("the agent key is empty".into()));
+        }
+        Ok(Self {
+            identity: Identity {
+                control_plane_url: control_plane_url.trim_end_matches('/').to_string(),
+                gateway_url: gateway_url.trim_end_matches('/').to_string(),
+                gateway_id,
+                key: agent_key.trim().to_string(),
+            },
+            state: Arc::new(Mutex::new(State::New)),
+        })
+    }
+
+    /// Checks the gateway is ready, obtains the first token and starts renewing it.
+    pub async fn start(&self) -> Result<(), ClientError> {
+        let mut state = self.state.lock().await;
+        match &*state {
+            State::Running { .. } => return Err(ClientError::AlreadyStarted),
+            State::Stopped => return Err(ClientError::Shutdown),
+            State::New => {}
+        }
+        ready(&self.identity).await?;
+        let (client, ttl) = self.identity.session().await?;
+        let renewal = tokio::spawn(renew(self.identity.clone(), self.state.clone(), ttl));
+        *state = State::Running { client, renewal };
+        Ok(())
+    }
+
+    /// A client on the current token.
+    pub async fn client(&self) -> Result<AgentClient, ClientError> {
+        match &*self.state.lock().await {
+            State::New => Err(ClientError::NotInitialized),
+            State::Running { client, .. } => Ok(client.clone()),
+            State::Stopped => Err(ClientError::Shutdown),
+        }
+    }
+
+    /// Stops renewing the token; the runtime cannot be started again.
+    pub async fn shutdown(&self) -> Result<(), ClientError> {
+        let mut state = self.state.lock().await;
+        match std::mem::replace(&mut *state, State::Stopped) {
+            State::Running { renewal, .. } => {
+                renewal.abort();
+                Ok(())
+            }
+            State::New => Ok(()),
+            State::Stopped => Err(ClientError::Shutdown),
+        }
+    }
+}
+
+impl Identity {
+    /// A client on a freshly exchanged token, and the token's lifetime.
+    async fn session(&self) -> Result<(AgentClient, Duration), ClientError> {
+        let token =
+            crate::exchange_agent_key(&self.control_plane_url, &self.key, Some(&self.gateway_id))
+                .await?;
+        let client =
+            AgentClient::for_gateway(&self.gateway_url, &token.access_token, &self.gateway_id)?;
+        Ok((client, Duration::from_secs(token.expires_in.max(1))))
+    }
+}
+
+/// `GET /ready` on the gateway's host: a gateway without configuration is not ready.
+async fn ready(identity: &Identity) -> Result<(), ClientError> {
+    let base = identity
+        .gateway_url
+        .rsplit_once("/gateways/")
+        .map_or(identity.gateway_url.as_str(), |(base, _)| base);
+    let url = format!("{base}/ready");
+    let response = reqwest::Client::new()
+        .get(&url)
+        .timeout(crate::defaults::REQUEST_TIMEOUT)
+        .send()
+        .await
+        .map_err(|source| ClientError::Transport {
+            url: url.clone(),
+            source,
+        })?;
+    if response.status().is_success() {
+        return Ok(());
+    }
+    let status_code = response.status().as_u16();
+    let message = response.text().await.unwrap_or_default();
+    Err(ClientError::Gateway(Box::new(GatewayError {
+        kind: match message.contains("stale") {
+            true => GatewayErrorKind::PolicyStale,
+            false => GatewayErrorKind::NotReady,
+        },
+        message,
+        status_code,
+        request_id: None,
+        activity_id: None,
+        gateway_id: Some(identity.gateway_id.clone()),
+    })))
+}
+
+/// Renews the token when four fifths of its life have passed; on failure retries every few
+/// seconds while the current token lasts.
+async fn renew(identity: Identity, state: Arc<Mutex<State>>, mut ttl: Duration) {
+    loop {
+        tokio::time::sleep(ttl.mul_f64(0.8)).await;
+        match identity.session().await {
+            Ok((client, next)) => {
+                if let State::Running {
+                    client: current, ..
+                } = &mut *state.lock().await
+                {
+                    *current = client;
+                }
+                ttl = next;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "Could not renew the agent token; retrying.");
+                ttl = Duration::from_secs(5);
+            }
+        }
+    }
+}
