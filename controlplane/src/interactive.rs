@@ -1,6 +1,7 @@
 //! Interactive access (DESIGN §15): this service is the OAuth 2.1 authorization server of
 //! every gateway's `/mcp`. An MCP client registers ([`register`], RFC 7591) and sends the
-//! person to `/oauth2/authorize` with PKCE S256 and the gateway's MCP URL as its `resource`
+//! person to `/oauth2/authorize` (or names itself by the URL of its metadata document,
+//! [`client_document`]) with PKCE S256 and the gateway's MCP URL as its `resource`
 //! (RFC 8707). The person picks the agent when more than one on that gateway admits
 //! interactive sign-in, and signs in at the agent's OpenID provider ([`signin`]); only the
 //! agent's exact `actas_allowed_emails` / `actas_allowed_subjects` entries admit anyone
@@ -11,6 +12,7 @@
 //! list the grants revoked lately).
 
 mod authorize;
+mod client_document;
 #[cfg(test)]
 mod fuzz;
 mod register;
@@ -95,6 +97,7 @@ async fn metadata(State(app): State<Arc<App>>) -> Response {
         "token_endpoint_auth_methods_supported": register::AUTH_METHODS,
         "revocation_endpoint_auth_methods_supported": register::AUTH_METHODS,
         "authorization_response_iss_parameter_supported": true,
+        "client_id_metadata_document_supported": true,
     });
     json_reply(StatusCode::OK, &body)
 }

@@ -77,10 +77,10 @@ pub async fn authorize(State(app): State<Arc<App>>, RawQuery(raw): RawQuery) -> 
 /// Checks the client's request, settles the agent and sends the person to sign in.
 async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
     let client_id = param(q, "client_id").ok_or_else(|| invalid("client_id is missing"))?;
-    let mut conn = app.store.read().await?;
-    let client = interactive::client(&mut conn, client_id)
+    let client = super::client_document::client(app, client_id)
         .await?
         .ok_or_else(|| invalid(format!("client {client_id:?} is not registered here")))?;
+    let mut conn = app.store.read().await?;
     let registered: Vec<String> = serde_json::from_str(&client.redirect_uris).unwrap_or_default();
     let redirect_uri = match (param(q, "redirect_uri"), registered.as_slice()) {
         (Some(u), _) if registered.iter().any(|r| r == u) => u.to_string(),

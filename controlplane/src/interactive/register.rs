@@ -20,7 +20,7 @@ use crate::App;
 pub const AUTH_METHODS: [&str; 3] = ["none", "client_secret_basic", "client_secret_post"];
 const MAX_REDIRECT_URIS: usize = 10;
 const MAX_URI_LEN: usize = 2000;
-const MAX_NAME_LEN: usize = 200;
+pub(super) const MAX_NAME_LEN: usize = 200;
 
 #[derive(Deserialize)]
 struct Metadata {

@@ -36,6 +36,24 @@ pub async fn insert_client(conn: &mut Conn, r: &ClientRow) -> Result<(), StoreEr
     Ok(())
 }
 
+/// Records a client known by its metadata document, or refreshes what it says.
+pub async fn upsert_client(conn: &mut Conn, r: &ClientRow) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO interactive_clients (client_id, client_name, redirect_uris, auth_method, \
+         secret_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (client_id) \
+         DO UPDATE SET client_name = $2, redirect_uris = $3",
+    )
+    .bind(&r.client_id)
+    .bind(&r.client_name)
+    .bind(&r.redirect_uris)
+    .bind(&r.auth_method)
+    .bind(&r.secret_hash)
+    .bind(r.created_at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 pub async fn client(conn: &mut Conn, client_id: &str) -> Result<Option<ClientRow>, StoreError> {
     Ok(
         sqlx::query_as("SELECT * FROM interactive_clients WHERE client_id = $1")

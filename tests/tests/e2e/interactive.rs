@@ -616,3 +616,65 @@ async fn an_act_as_provider_signs_people_in_with_its_own_client() {
     let listed = grants(cp, Some("desk3")).await;
     assert_eq!(listed.len(), 1, "{listed:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_named_by_its_metadata_document_needs_no_registration() {
+    use axum::routing::get;
+    let issuer = OidcIssuer::start().await;
+    let (m, _fake) = started(&issuer).await;
+    let cp = &m.cp;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (doc_url, wrong_url) = (format!("{base}/client.json"), format!("{base}/wrong.json"));
+    let doc =
+        json!({"client_id": doc_url, "client_name": "doc client", "redirect_uris": [REDIRECT]});
+    let wrong =
+        json!({"client_id": "https://elsewhere.example/c.json", "redirect_uris": [REDIRECT]});
+    let app = axum::Router::new()
+        .route("/client.json", get(move || async move { axum::Json(doc) }))
+        .route("/wrong.json", get(move || async move { axum::Json(wrong) }));
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let asm: Value = reqwest::get(format!("{}/.well-known/oauth-authorization-server", cp.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(asm["client_id_metadata_document_supported"], true);
+    let resource = mcp_url(&m);
+    let verifier = "a-verifier-that-is-long-enough-for-pkce-0123456789";
+    let refused = reqwest::get(authorize_url(
+        &m,
+        &wrong_url,
+        Some(&pkce(verifier)),
+        &resource,
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        refused.status().as_u16(),
+        400,
+        "a document must name itself"
+    );
+    assert!(refused.text().await.unwrap().contains("another client_id"));
+
+    let start = authorize_url(&m, &doc_url, Some(&pkce(verifier)), &resource);
+    let (status, url, body) = issuer.browse_until(&start, "alice", REDIRECT).await;
+    let code = redirected(status, &url, &body)["code"].clone();
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("code_verifier", verifier),
+        ("redirect_uri", REDIRECT),
+        ("client_id", doc_url.as_str()),
+    ];
+    let (status, tokens) = token_request(cp, &json!({"client_id": doc_url}), &form).await;
+    assert_eq!(status, 200, "{tokens}");
+    let listed = grants(cp, None).await;
+    assert_eq!(
+        (&listed[0]["client_id"], &listed[0]["client_name"]),
+        (&json!(doc_url), &json!("doc client"))
+    );
+    server.abort();
+}
