@@ -248,6 +248,16 @@ async fn dispatch(
         .and_then(|token| authn::authenticate(&snap, token, &gateway.id))
         .map_err(|e| refuse(None, e))?;
     let agent = caller.agent;
+    // An interactive token's resource is the gateway's MCP endpoint (RFC 8707), nothing else.
+    let interactive = caller.bound.as_ref().is_some_and(|b| b.is_interactive());
+    if interactive && !matches!(route, Route::Mcp { .. }) {
+        return Err(refuse(
+            Some(agent),
+            GatewayError::Unauthenticated(
+                "this token was issued for the gateway's MCP endpoint only".into(),
+            ),
+        ));
+    }
     let act_as_header = headers.get(actas::HEADER);
     let act_as = actas::verify(
         gw,

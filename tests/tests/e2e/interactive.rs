@@ -173,6 +173,20 @@ async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves()
     // with it is refused.
     let (status, _, body) = list_with(&m, &access, None).await;
     assert_eq!(status, 200, "{body}");
+    let models = reqwest::Client::new()
+        .get(format!(
+            "{}/v1/models",
+            m.gw.gateway_url(&cp.default_gateway_id)
+        ))
+        .bearer_auth(&access)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        models.status().as_u16(),
+        401,
+        "the token is for the MCP endpoint only"
+    );
     let (status, _, body) = list_with(&m, &access, Some("someone-else")).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(
