@@ -197,6 +197,14 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
                        "allowed_tools": ["things/add", "things/echo", "things/gone"]}),
             ),
             ("svc_tools_list", json!({})),
+            (
+                "svc_agents_interactive_grants_list",
+                json!({"all_users": true}),
+            ),
+            (
+                "svc_agents_interactive_grants_revoke",
+                json!({"grant_id": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f"}),
+            ),
         ],
     )
     .await;
@@ -284,6 +292,19 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
     );
     let connect_reach = cp.ok(AGENTS, "ListToolReach", cp.body(json!({}))).await;
     assert_eq!(connect_reach, reach, "the MCP result is the Connect reply");
+    let grants = ok(&out, 18);
+    let connect_grants = cp
+        .ok(
+            AGENTS,
+            "ListInteractiveGrants",
+            cp.body(json!({"all_users": true})),
+        )
+        .await;
+    assert_eq!(
+        grants, connect_grants,
+        "the MCP result is the Connect reply"
+    );
+    assert_eq!(refused(&out, 19), "not_found", "no such grant");
 }
 
 async fn viewer_cannot_manage(cp: &ControlPlane) {
