@@ -136,7 +136,7 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
         (Some(id), _) => candidates.iter().find(|a| a.id == id),
         (None, [only]) => Some(only),
         (None, []) => None,
-        (None, several) => return Ok(choice(&gateway.name, several, raw)),
+        (None, several) => return Ok(choice(&app.base_url, &gateway.name, several, raw)),
     };
     let Some(agent) = agent else {
         return Ok(back.error(
@@ -208,12 +208,12 @@ async fn candidates(conn: &mut Conn, gateway: &gateways::GatewayRow) -> ApiResul
 }
 
 /// A page where the person picks the agent to use.
-fn choice(gateway: &str, agents: &[AgentRow], raw: &str) -> Response {
+fn choice(base_url: &str, gateway: &str, agents: &[AgentRow], raw: &str) -> Response {
     let items: String = agents
         .iter()
         .map(|a| {
             let href = format!(
-                "/oauth2/authorize?{raw}&agent={}",
+                "{base_url}/oauth2/authorize?{raw}&agent={}",
                 url::form_urlencoded::byte_serialize(a.id.as_bytes()).collect::<String>()
             );
             format!(

@@ -465,9 +465,7 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
         .map(|s| s.split('"').next().unwrap().replace("&amp;", "&"))
         .find(|href| page.contains(&format!("{}\">desk2<", href.replace('&', "&amp;"))))
         .unwrap();
-    let (status, url, body) = issuer
-        .browse_until(&format!("{}{desk2}", cp.url), "alice", REDIRECT)
-        .await;
+    let (status, url, body) = issuer.browse_until(&desk2, "alice", REDIRECT).await;
     let q = redirected(status, &url, &body);
     let code = q["code"].clone();
 
@@ -495,9 +493,7 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
     );
     let (status, _) = exchange(code, verifier).await;
     assert_eq!(status, 400, "a code is used once, even by a failed attempt");
-    let (status, url, body) = issuer
-        .browse_until(&format!("{}{desk2}", cp.url), "alice", REDIRECT)
-        .await;
+    let (status, url, body) = issuer.browse_until(&desk2, "alice", REDIRECT).await;
     let code = redirected(status, &url, &body)["code"].clone();
     let (status, tokens) = exchange(code, verifier).await;
     assert_eq!(status, 200, "{tokens}");
