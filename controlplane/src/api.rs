@@ -4,7 +4,7 @@
 //! handled. Every failure leaves through [`crate::error`].
 
 mod actas;
-mod agents;
+pub(crate) mod agents;
 mod audit;
 pub(crate) mod auth;
 pub mod core;

@@ -31,6 +31,7 @@ use rand::distributions::{Alphanumeric, DistString};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::api::agents::is_exact;
 use crate::store::agents::AgentRow;
 use crate::store::{interactive, Conn, StoreError};
 use crate::App;
@@ -136,6 +137,7 @@ fn gateway_of(resource: &str) -> Option<&str> {
     if url.query().is_some() || url.fragment().is_some() {
         return None;
     }
+    // The raw path, as the client wrote it (the parsed URL normalizes it).
     let path = resource.split_once("://")?.1;
     let path = &path[path.find('/')?..];
     let rest = &path[path.rfind("/gateways/")? + "/gateways/".len()..];
@@ -197,24 +199,25 @@ async fn record(app: &App, r: &Request, subject: &str, email: &str, grant: Optio
 /// usable, and their `sub` or verified email listed exactly (entries with `*` match no one
 /// here; emails compare without case).
 pub fn admits(agent: &AgentRow, subject: &str, email: &str) -> bool {
-    let usable = matches!(
-        AgentStatus::parse(&agent.status),
-        Some(AgentStatus::Active | AgentStatus::Provisioned)
-    );
-    if agent.interactive_access == 0 || !usable {
+    if !takes_sign_ins(agent) {
         return false;
     }
     let list = |text: &str| serde_json::from_str::<Vec<String>>(text).unwrap_or_default();
-    let exact = |e: &String| !e.contains('*');
     let by_subject = !subject.is_empty()
         && list(&agent.actas_allowed_subjects)
             .iter()
-            .any(|s| exact(s) && s == subject);
+            .any(|s| is_exact(s) && s == subject);
     let by_email = !email.is_empty()
         && list(&agent.actas_allowed_emails)
             .iter()
-            .any(|e| exact(e) && e.eq_ignore_ascii_case(email));
+            .any(|e| is_exact(e) && e.eq_ignore_ascii_case(email));
     by_subject || by_email
+}
+
+/// Whether anyone may sign in to use the agent: interactive access on and the agent usable.
+fn takes_sign_ins(agent: &AgentRow) -> bool {
+    let usable = AgentStatus::parse(&agent.status).is_some_and(AgentStatus::is_usable);
+    agent.interactive_access != 0 && usable
 }
 
 /// Revokes the agent's grants its settings (as stored now) no longer admit; how many.

@@ -72,14 +72,11 @@ async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<Exchanged
     let agent = agents::get(&mut conn, &ws, &caller.agent_id)
         .await?
         .ok_or_else(|| ApiError::Unauthenticated("unknown or revoked API key".into()))?;
-    match AgentStatus::parse(&agent.status) {
-        Some(AgentStatus::Active | AgentStatus::Provisioned) => {}
-        _ => {
-            return Err(precondition(format!(
-                "agent '{}' is {}; its keys cannot be exchanged",
-                agent.name, agent.status
-            )))
-        }
+    if !AgentStatus::parse(&agent.status).is_some_and(AgentStatus::is_usable) {
+        return Err(precondition(format!(
+            "agent '{}' is {}; its keys cannot be exchanged",
+            agent.name, agent.status
+        )));
     }
     let gateway_id = select_gateway(&mut conn, &ws, &agent.id, req.gateway_id.as_deref(), true)
         .await?

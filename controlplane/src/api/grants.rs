@@ -4,8 +4,6 @@
 //! revokes anyone's with `agentkeys.manage`. Revoking ends the grant's refresh tokens at once
 //! and its access tokens when gateways next sync.
 
-use std::collections::HashMap;
-
 use portcullis_shared::api::interactive::{
     InteractiveGrant, ListInteractiveGrantsRequest, ListInteractiveGrantsResponse,
     RevokeInteractiveGrantRequest, RevokeInteractiveGrantResponse,
@@ -51,16 +49,11 @@ async fn list(
         ),
         None => None,
     };
-    let names: HashMap<String, String> = agents::all(&mut conn, &ws)
-        .await?
-        .into_iter()
-        .map(|a| (a.id, a.name))
-        .collect();
     let grants = interactive::list_grants(&mut conn, &ws, agent_id.as_deref())
         .await?
         .into_iter()
         .map(|l| InteractiveGrant {
-            agent_name: names.get(&l.grant.agent_id).cloned().unwrap_or_default(),
+            agent_name: l.agent_name,
             grant_id: l.grant.id,
             agent_id: l.grant.agent_id,
             gateway_id: l.grant.gateway_id,

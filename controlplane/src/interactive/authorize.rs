@@ -9,12 +9,13 @@ use std::sync::Arc;
 use axum::extract::{Query, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use portcullis_shared::api::agents::AgentStatus;
 use portcullis_shared::keys;
 use serde::{Deserialize, Serialize};
 
 use super::signin;
-use super::{admits, gateway_of, random_token, record, Code, Request, CODE_SECS, SIGNIN_SECS};
+use super::{
+    admits, gateway_of, random_token, record, takes_sign_ins, Code, Request, CODE_SECS, SIGNIN_SECS,
+};
 use crate::error::{invalid, ApiResult};
 use crate::provision::{escape, failure, page};
 use crate::store::agents::{self, AgentRow};
@@ -26,6 +27,7 @@ use crate::App;
 struct SignIn {
     request: Request,
     issuer: signin::Issuer,
+    endpoints: signin::Endpoints,
     verifier: String,
     nonce: String,
 }
@@ -149,9 +151,6 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
     };
     let issuer = signin::issuer_of(&mut conn, agent).await?;
     drop(conn);
-    // The key the person's tokens will be signed with exists before they sign in, so
-    // gateways know it by the time the client first calls.
-    crate::api::exchange::signing_key(&app.store, &gateway.workspace_id).await?;
     let provider = signin::provider(app, &gateway.workspace_id, &issuer).await?;
     let state = random_token();
     let nonce = random_token();
@@ -168,6 +167,7 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
             resource: resource.to_string(),
         },
         issuer,
+        endpoints: provider.endpoints.clone(),
         verifier,
         nonce,
     };
@@ -193,16 +193,10 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
 /// and allowed on the gateway.
 async fn candidates(conn: &mut Conn, gateway: &gateways::GatewayRow) -> ApiResult<Vec<AgentRow>> {
     let granted = gateways::granted_agents(conn, &gateway.id).await?;
-    let usable = |a: &AgentRow| {
-        matches!(
-            AgentStatus::parse(&a.status),
-            Some(AgentStatus::Active | AgentStatus::Provisioned)
-        )
-    };
     Ok(agents::all(conn, &gateway.workspace_id)
         .await?
         .into_iter()
-        .filter(|a| a.interactive_access != 0 && usable(a))
+        .filter(takes_sign_ins)
         .filter(|a| gateway.all_agents != 0 || granted.contains(&a.id))
         .collect())
 }
@@ -268,7 +262,13 @@ async fn finish(app: &App, q: &Params) -> ApiResult<Response> {
     let Some(code) = param(q, "code") else {
         return Ok(back.error("access_denied", "the provider's answer has no code"));
     };
-    let provider = signin::provider(app, &r.workspace_id, &signin.issuer).await?;
+    let provider = signin::provider_at(
+        app,
+        &r.workspace_id,
+        &signin.issuer,
+        signin.endpoints.clone(),
+    )
+    .await?;
     let person = match signin::person(
         app,
         &provider,

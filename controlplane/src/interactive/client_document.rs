@@ -11,6 +11,7 @@ use super::register::{check_redirect_uri, MAX_NAME_LEN};
 use crate::error::{invalid, ApiResult};
 use crate::store::interactive::{self, ClientRow};
 use crate::store::now_ms;
+use crate::validate;
 use crate::App;
 
 /// The largest document read.
@@ -40,17 +41,15 @@ pub async fn client(app: &App, client_id: &str) -> ApiResult<Option<ClientRow>> 
     }
     let row = fetch(app, client_id).await?;
     let mut tx = app.store.write_unscoped().await?;
-    interactive::upsert_client(tx.conn(), &row).await?;
+    interactive::save_client(tx.conn(), &row).await?;
     tx.commit().await?;
     Ok(Some(row))
 }
 
 async fn fetch(app: &App, url: &str) -> ApiResult<ClientRow> {
     let bad = |why: String| invalid(format!("the client metadata document at {url} {why}"));
-    let parsed = url::Url::parse(url).map_err(|_| bad("is not at a URL".into()))?;
-    let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
-    if (parsed.scheme() != "https" && !loopback) || parsed.fragment().is_some() {
-        return Err(bad("must be at an https URL without a fragment".into()));
+    if validate::https_url("client_id", url)?.fragment().is_some() {
+        return Err(bad("must be at a URL without a fragment".into()));
     }
     let response = app
         .oauth

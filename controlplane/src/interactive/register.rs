@@ -125,7 +125,7 @@ pub async fn register(State(app): State<Arc<App>>, body: Bytes) -> Response {
 
 async fn save(app: &App, row: &interactive::ClientRow) -> Result<(), crate::store::StoreError> {
     let mut tx = app.store.write_unscoped().await?;
-    interactive::insert_client(tx.conn(), row).await?;
+    interactive::save_client(tx.conn(), row).await?;
     tx.commit().await.map(drop)
 }
 

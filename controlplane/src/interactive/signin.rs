@@ -49,11 +49,10 @@ type Client = oauth2::Client<
 
 /// An OpenID provider, ready for a sign-in.
 pub struct Provider {
-    pub issuer: String,
     email_claim: String,
     client_id: String,
     client: Client,
-    jwks_uri: String,
+    pub endpoints: Endpoints,
 }
 
 /// Where the provider sends people back.
@@ -125,10 +124,21 @@ async fn known_client(
     Ok(interactive::signin_client(&mut conn, cipher, ws, &found.url).await?)
 }
 
+/// The provider's endpoints, as discovered when a sign-in begins and kept with it until the
+/// person comes back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Endpoints {
+    /// The `iss` its ID tokens carry (the metadata's own `issuer`).
+    pub issuer: String,
+    authorization: String,
+    token: String,
+    jwks_uri: String,
+}
+
 /// The provider of `found` with this service's client there (registered on first use when
 /// none is configured).
 pub async fn provider(app: &App, ws: &str, found: &Issuer) -> ApiResult<Provider> {
-    let (issuer, email_claim) = (found.url.as_str(), found.email_claim.as_str());
+    let issuer = found.url.as_str();
     let http = app.oauth.http();
     let meta = discovery::server_metadata(http, issuer)
         .await
@@ -138,53 +148,87 @@ pub async fn provider(app: &App, ws: &str, found: &Issuer) -> ApiResult<Provider
             ))
         })?;
     let missing = |what: &str| precondition(format!("{issuer} publishes no {what}"));
-    let authorization = meta
-        .authorization_endpoint
-        .ok_or_else(|| missing("authorization_endpoint"))?;
-    let token = meta
-        .token_endpoint
-        .ok_or_else(|| missing("token_endpoint"))?;
-    let jwks_uri = meta.jwks_uri.ok_or_else(|| missing("jwks_uri"))?;
-    let (client_id, secret) = match known_client(app, ws, found).await? {
-        Some(c) => c,
-        None => {
-            let endpoint = meta.registration_endpoint.ok_or_else(|| {
-                precondition(format!(
-                    "{issuer} offers no dynamic client registration: register a client there \
-                     (redirect URI {}) and set it as the act-as provider's signin_client_id and \
-                     signin_client_secret",
-                    redirect_uri(app)
-                ))
-            })?;
-            let (id, secret) = discovery::register(http, &endpoint, &redirect_uri(app)).await?;
-            let mut tx = app.store.write_unscoped().await?;
-            let cipher = app.store.cipher();
-            interactive::put_signin_client(tx.conn(), cipher, ws, issuer, &id, secret.as_deref())
-                .await?;
-            tx.commit().await?;
-            tracing::info!(
-                issuer,
-                "Registered as a client of an OpenID provider for sign-in."
-            );
-            (id, secret)
-        }
+    let endpoints = Endpoints {
+        authorization: meta
+            .authorization_endpoint
+            .ok_or_else(|| missing("authorization_endpoint"))?,
+        token: meta
+            .token_endpoint
+            .ok_or_else(|| missing("token_endpoint"))?,
+        jwks_uri: meta.jwks_uri.ok_or_else(|| missing("jwks_uri"))?,
+        issuer: meta.issuer,
     };
-    let not_url = |what: &str| precondition(format!("{issuer}'s {what} is not a URL"));
+    let client = match known_client(app, ws, found).await? {
+        Some(c) => c,
+        None => register(app, ws, issuer, meta.registration_endpoint).await?,
+    };
+    build(app, found, endpoints, client)
+}
+
+/// The provider a sign-in under way began with: its endpoints as discovered then, and the
+/// client used then (known since).
+pub async fn provider_at(
+    app: &App,
+    ws: &str,
+    found: &Issuer,
+    endpoints: Endpoints,
+) -> ApiResult<Provider> {
+    let client = known_client(app, ws, found).await?.ok_or_else(|| {
+        precondition("this service's client at the OpenID provider was removed meanwhile")
+    })?;
+    build(app, found, endpoints, client)
+}
+
+/// Registers this service with the provider (RFC 7591) for sign-in and keeps the client.
+async fn register(
+    app: &App,
+    ws: &str,
+    issuer: &str,
+    endpoint: Option<String>,
+) -> ApiResult<(String, Option<String>)> {
+    let endpoint = endpoint.ok_or_else(|| {
+        precondition(format!(
+            "{issuer} offers no dynamic client registration: register a client there \
+             (redirect URI {}) and set it as the act-as provider's signin_client_id and \
+             signin_client_secret",
+            redirect_uri(app)
+        ))
+    })?;
+    let (id, secret) = discovery::register(app.oauth.http(), &endpoint, &redirect_uri(app)).await?;
+    let mut tx = app.store.write_unscoped().await?;
+    let cipher = app.store.cipher();
+    interactive::put_signin_client(tx.conn(), cipher, ws, issuer, &id, secret.as_deref()).await?;
+    tx.commit().await?;
+    tracing::info!(
+        issuer,
+        "Registered as a client of an OpenID provider for sign-in."
+    );
+    Ok((id, secret))
+}
+
+fn build(
+    app: &App,
+    found: &Issuer,
+    endpoints: Endpoints,
+    (client_id, secret): (String, Option<String>),
+) -> ApiResult<Provider> {
+    let not_url = |what: &str| precondition(format!("{}'s {what} is not a URL", found.url));
+    let authorization = AuthUrl::new(endpoints.authorization.clone())
+        .map_err(|_| not_url("authorization endpoint"))?;
+    let token = TokenUrl::new(endpoints.token.clone()).map_err(|_| not_url("token endpoint"))?;
+    let redirect = RedirectUrl::new(redirect_uri(app)).map_err(|_| not_url("redirect URI"))?;
     let mut client = oauth2::Client::new(ClientId::new(client_id.clone()))
-        .set_auth_uri(AuthUrl::new(authorization).map_err(|_| not_url("authorization endpoint"))?)
-        .set_token_uri(TokenUrl::new(token).map_err(|_| not_url("token endpoint"))?)
-        .set_redirect_uri(
-            RedirectUrl::new(redirect_uri(app)).map_err(|_| not_url("redirect URI"))?,
-        );
+        .set_auth_uri(authorization)
+        .set_token_uri(token)
+        .set_redirect_uri(redirect);
     if let Some(secret) = secret {
         client = client.set_client_secret(ClientSecret::new(secret));
     }
     Ok(Provider {
-        issuer: meta.issuer,
-        email_claim: email_claim.to_string(),
+        email_claim: found.email_claim.clone(),
         client_id,
         client,
-        jwks_uri,
+        endpoints,
     })
 }
 
@@ -227,7 +271,7 @@ pub async fn person(
         .map_err(|e| {
             precondition(format!(
                 "{} refused the sign-in: {}",
-                p.issuer,
+                p.endpoints.issuer,
                 describe(&e)
             ))
         })?;
@@ -235,7 +279,7 @@ pub async fn person(
         .extra_fields()
         .id_token
         .as_deref()
-        .ok_or_else(|| precondition(format!("{} returned no ID token", p.issuer)))?;
+        .ok_or_else(|| precondition(format!("{} returned no ID token", p.endpoints.issuer)))?;
     verify(app, p, id_token, nonce).await
 }
 
@@ -243,7 +287,7 @@ async fn verify(app: &App, p: &Provider, token: &str, nonce: &str) -> ApiResult<
     let bad = |why: &str| {
         precondition(format!(
             "the ID token from {} is not valid: {why}",
-            p.issuer
+            p.endpoints.issuer
         ))
     };
     let header = jsonwebtoken::decode_header(token).map_err(|_| bad("malformed"))?;
@@ -255,9 +299,10 @@ async fn verify(app: &App, p: &Provider, token: &str, nonce: &str) -> ApiResult<
     ) {
         return Err(bad("signed with a shared secret, not the provider's key"));
     }
-    let keys: jsonwebtoken::jwk::JwkSet = discovery::get_json(app.oauth.http(), &p.jwks_uri)
-        .await
-        .map_err(|why| bad(&format!("its signing keys could not be read: {why}")))?;
+    let keys: jsonwebtoken::jwk::JwkSet =
+        discovery::get_json(app.oauth.http(), &p.endpoints.jwks_uri)
+            .await
+            .map_err(|why| bad(&format!("its signing keys could not be read: {why}")))?;
     let jwk = match &header.kid {
         Some(kid) => keys.find(kid),
         None if keys.keys.len() == 1 => keys.keys.first(),
@@ -267,7 +312,7 @@ async fn verify(app: &App, p: &Provider, token: &str, nonce: &str) -> ApiResult<
     let key = jsonwebtoken::DecodingKey::from_jwk(jwk).map_err(|_| bad("unusable signing key"))?;
     let mut validation = jsonwebtoken::Validation::new(header.alg);
     validation.leeway = 30;
-    validation.set_issuer(&[&p.issuer]);
+    validation.set_issuer(&[&p.endpoints.issuer]);
     validation.set_audience(&[&p.client_id]);
     validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
     let claims = jsonwebtoken::decode::<Value>(token, &key, &validation)

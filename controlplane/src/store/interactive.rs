@@ -20,24 +20,9 @@ pub struct ClientRow {
     pub created_at: i64,
 }
 
-pub async fn insert_client(conn: &mut Conn, r: &ClientRow) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO interactive_clients (client_id, client_name, redirect_uris, auth_method, \
-         secret_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(&r.client_id)
-    .bind(&r.client_name)
-    .bind(&r.redirect_uris)
-    .bind(&r.auth_method)
-    .bind(&r.secret_hash)
-    .bind(r.created_at)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// Records a client known by its metadata document, or refreshes what it says.
-pub async fn upsert_client(conn: &mut Conn, r: &ClientRow) -> Result<(), StoreError> {
+/// Records a client: a new registration, or a client known by its metadata document (again:
+/// what the document says now replaces its name and redirect URIs).
+pub async fn save_client(conn: &mut Conn, r: &ClientRow) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO interactive_clients (client_id, client_name, redirect_uris, auth_method, \
          secret_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (client_id) \
@@ -173,11 +158,12 @@ pub async fn grant(conn: &mut Conn, id: &str) -> Result<Option<GrantRow>, StoreE
     )
 }
 
-/// A grant as listed: with its client's name and its outstanding refresh tokens.
+/// A grant as listed: with its agent's and client's names and its outstanding refresh tokens.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ListedGrant {
     #[sqlx(flatten)]
     pub grant: GrantRow,
+    pub agent_name: String,
     pub client_name: String,
     pub refresh_tokens: i64,
 }
@@ -189,10 +175,11 @@ pub async fn list_grants(
     agent_id: Option<&str>,
 ) -> Result<Vec<ListedGrant>, StoreError> {
     Ok(sqlx::query_as(
-        "SELECT g.*, COALESCE(c.client_name, '') AS client_name, \
+        "SELECT g.*, a.name AS agent_name, COALESCE(c.client_name, '') AS client_name, \
          (SELECT COUNT(*) FROM interactive_refresh_tokens t WHERE t.grant_id = g.id \
           AND t.used_at IS NULL) AS refresh_tokens \
-         FROM interactive_grants g LEFT JOIN interactive_clients c ON c.client_id = g.client_id \
+         FROM interactive_grants g JOIN agents a ON a.id = g.agent_id \
+         LEFT JOIN interactive_clients c ON c.client_id = g.client_id \
          WHERE g.workspace_id = $1 AND g.revoked_at IS NULL AND ($2 = '' OR g.agent_id = $2) \
          ORDER BY g.created_at DESC, g.id",
     )

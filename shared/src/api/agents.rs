@@ -16,6 +16,11 @@ pub enum AgentStatus {
 }
 
 impl AgentStatus {
+    /// Whether the agent may be called: active or provisioned (not suspended or revoked).
+    pub fn is_usable(self) -> bool {
+        matches!(self, AgentStatus::Active | AgentStatus::Provisioned)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             AgentStatus::Active => "active",

@@ -142,7 +142,8 @@ pub fn tool_ref(field: &str, value: &str) -> ApiResult<()> {
     Ok(())
 }
 
-fn is_exact(pattern: &str) -> bool {
+/// Whether an allow-list entry names one identity (no `*` pattern).
+pub(crate) fn is_exact(pattern: &str) -> bool {
     !pattern.contains('*')
 }
 
