@@ -6,7 +6,7 @@
 //!
 //! [`GatewayErrorKind`]: crate::error::GatewayErrorKind
 
-mod refusal;
+pub(crate) mod refusal;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
+use crate::agent::refusal::{classify, CallIds};
 use crate::agent::{gateway_id_of, AgentClient};
-use crate::error::{ClientError, GatewayError, GatewayErrorKind};
+use crate::error::ClientError;
 
 enum State {
     New,
@@ -124,7 +125,8 @@ impl Identity {
     }
 }
 
-/// `GET /ready` on the gateway's host: a gateway without configuration is not ready.
+/// `GET /ready` on the gateway's host: a gateway without configuration, or whose policy is
+/// stale, answers with its refusal.
 async fn ready(identity: &Identity) -> Result<(), ClientError> {
     let base = identity
         .gateway_url
@@ -143,19 +145,13 @@ async fn ready(identity: &Identity) -> Result<(), ClientError> {
     if response.status().is_success() {
         return Ok(());
     }
-    let status_code = response.status().as_u16();
-    let message = response.text().await.unwrap_or_default();
-    Err(ClientError::Gateway(Box::new(GatewayError {
-        kind: match message.contains("stale") {
-            true => GatewayErrorKind::PolicyStale,
-            false => GatewayErrorKind::NotReady,
-        },
-        message,
-        status_code,
-        request_id: None,
-        activity_id: None,
+    let status = response.status().as_u16();
+    let body = response.json().await.unwrap_or(serde_json::Value::Null);
+    let ids = CallIds {
         gateway_id: Some(identity.gateway_id.clone()),
-    })))
+        ..CallIds::default()
+    };
+    Err(ClientError::Gateway(Box::new(classify(status, &body, ids))))
 }
 
 /// Renews the token when four fifths of its life have passed; on failure retries every few

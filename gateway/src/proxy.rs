@@ -161,21 +161,11 @@ async fn dispatch(
     request_id: &str,
 ) -> Result<(), GatewayError> {
     let gateway_id = match route {
-        Route::Ready if gw.current().is_some() => {
-            return match gw.check_policy_age() {
-                Ok(()) => plain(session, 200, "ready", "text/plain", request_id).await,
-                Err(e) => plain(session, 503, &e.to_string(), "text/plain", request_id).await,
-            };
-        }
+        // Not ready (no snapshot, or a stale one) is an error like any other: 503 with its code.
         Route::Ready => {
-            return plain(
-                session,
-                503,
-                "no snapshot loaded yet",
-                "text/plain",
-                request_id,
-            )
-            .await
+            gw.current().ok_or(GatewayError::NotReady)?;
+            gw.check_policy_age()?;
+            return plain(session, 200, "ready", "text/plain", request_id).await;
         }
         Route::Health => return plain(session, 200, "ok", "text/plain", request_id).await,
         Route::Metrics => {

@@ -239,7 +239,8 @@ async fn act_as_and_quota(w: &World, client: &AgentClient) {
     panic!("the zero quota never refused a call");
 }
 
-/// A gateway with no configuration yet answers 503 `not_ready`: the class says retry shortly.
+/// A gateway with no configuration yet answers 503 `not_ready` (`/ready` too): the class says
+/// retry shortly, and an agent runtime does not start on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_without_configuration_is_not_ready() {
     let gw = portcullis_tests::GatewayProcess::start_unconfigured().await;
@@ -248,9 +249,21 @@ async fn a_gateway_without_configuration_is_not_ready() {
         "svc_k",
     )
     .unwrap();
-    let (kind, err) = kind(client.chat_completions(&chat("gpt")).await);
-    assert_eq!(kind, GatewayErrorKind::NotReady, "{err}");
+    let (kind_now, err) = kind(client.chat_completions(&chat("gpt")).await);
+    assert_eq!(kind_now, GatewayErrorKind::NotReady, "{err}");
     assert_eq!(err.status_code(), Some(503));
+    let runtime = portcullis_client::AgentRuntime::new(
+        "http://127.0.0.1:9",
+        &gw.gateway_url("00000000-0000-4000-8000-000000000000"),
+        "svc_k",
+    )
+    .unwrap();
+    let (kind_now, err) = kind(runtime.start().await);
+    assert_eq!(
+        kind_now,
+        GatewayErrorKind::NotReady,
+        "a runtime does not start on it: {err}"
+    );
 }
 
 /// The agent runtime's lifecycle classes come from using it out of order; a started runtime
