@@ -36,7 +36,9 @@ async fn started(issuer: &OidcIssuer) -> (Mcp, FakeMcp) {
         "secret_values": {"Authorization": "Bearer upstream-key"},
         "protocol_config": {"url": fake.url()}}))
         .await;
-    interactive_agent(&m.cp, "desk", &issuer.issuer, json!(["alice@example.com"])).await;
+    // A pattern entry admits act-as callers but no one signing in interactively.
+    let emails = json!(["alice@example.com", "b*@example.com"]);
+    interactive_agent(&m.cp, "desk", &issuer.issuer, emails).await;
     m.gw.caught_up(&m.cp).await;
     (m, fake)
 }
@@ -95,6 +97,18 @@ async fn events(cp: &ControlPlane, kind: &str) -> Vec<Value> {
         .as_array()
         .cloned()
         .unwrap_or_default()
+}
+
+/// A JSON document: its `Access-Control-Allow-Origin` and body.
+async fn get_json(url: &str) -> (String, Value) {
+    let r = reqwest::get(url).await.unwrap();
+    assert!(r.status().is_success(), "{url}: {}", r.status());
+    let cors = r
+        .headers()
+        .get("access-control-allow-origin")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (cors, r.json().await.unwrap())
 }
 
 /// The claims of a JWT, unverified.
@@ -339,24 +353,16 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
         challenge,
         format!("Bearer resource_metadata=\"{metadata_url}\"")
     );
-    let prm: Value = http
-        .get(&metadata_url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (cors, prm) = get_json(&metadata_url).await;
+    assert_eq!(cors, "*", "browser clients may read it");
     assert_eq!(prm["resource"], resource.as_str());
     assert_eq!(prm["authorization_servers"], json!([cp.url]));
-    let asm: Value = http
-        .get(format!("{}/.well-known/oauth-authorization-server", cp.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (cors, asm) = get_json(&format!(
+        "{}/.well-known/oauth-authorization-server",
+        cp.url
+    ))
+    .await;
+    assert_eq!(cors, "*");
     assert_eq!(asm["issuer"], cp.url.as_str());
     let preflight = http
         .request(reqwest::Method::OPTIONS, format!("{}/oauth2/token", cp.url))
@@ -430,7 +436,7 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
     let q = back(get(authorize_url(&m, client_id, Some(&pkce("v")), &elsewhere)).await);
     assert_eq!(q["error"], "invalid_target", "{q:?}");
 
-    // Bob is not on the list: refused, and audited.
+    // Bob matches only the pattern b*@example.com, which admits no one here: refused, audited.
     let verifier = "a-verifier-that-is-long-enough-for-pkce-0123456789";
     let start = authorize_url(&m, client_id, Some(&pkce(verifier)), &resource);
     let (status, url, body) = issuer.browse_until(&start, "bob", REDIRECT).await;
@@ -645,12 +651,11 @@ async fn a_client_named_by_its_metadata_document_needs_no_registration() {
         .route("/wrong.json", get(move || async move { axum::Json(wrong) }));
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let asm: Value = reqwest::get(format!("{}/.well-known/oauth-authorization-server", cp.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, asm) = get_json(&format!(
+        "{}/.well-known/oauth-authorization-server",
+        cp.url
+    ))
+    .await;
     assert_eq!(asm["client_id_metadata_document_supported"], true);
     let resource = mcp_url(&m);
     let verifier = "a-verifier-that-is-long-enough-for-pkce-0123456789";
