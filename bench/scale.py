@@ -5,7 +5,8 @@ A second control plane gets 10,000 agents (each with a key), 1,000 model connect
 Reported: the snapshot's size, the gateway's parse, compile and swap times for the first
 snapshot and for one change after it (one more agent), its RSS once tool discovery has
 settled, and the added p50 of a call at a fixed rate through it against the small bench
-gateway, alternately.
+gateway, alternately. With PORTCULLIS_BENCH_BASELINE, an earlier build's gateway is then
+measured the same way on the same control plane, the two builds alternating.
 """
 import concurrent.futures
 import os
@@ -85,10 +86,32 @@ def measure(results, env):
     results["scale_setup_seconds"] = time.monotonic() - started
     token = call(base, key, "CreateDeployment", {"workspace_id": ws, "name": "scale",
                                                  "public_url": "http://127.0.0.1"})["token"]
-    log = f"{tmp}/scale-gw.log"
+    ctx = {"env": env, "base": base, "key": key, "ws": ws, "gid": gid, "token": token,
+           "probe_key": keys[AGENTS // 2]}
+    # The first gateway discovers the 1,000 tool connections' catalogs (a burst of snapshot
+    # revisions); later ones start with them known. With a baseline, the two builds then
+    # alternate on the same control plane, one gateway at a time.
+    baseline = os.environ.get("PORTCULLIS_BENCH_BASELINE")
+    order = [("this build", bin_dir)] + ([("baseline", baseline), ("this build", bin_dir),
+                                          ("baseline", baseline)] if baseline else [])
+    results["scale_runs"] = []
+    for i, (label, directory) in enumerate(order):
+        perf = os.environ.get("PORTCULLIS_BENCH_PERF") if i == 0 else None
+        run = gateway(ctx, directory, f"scale-{i}", perf)
+        run["label"] = f"{label}, {'discovering catalogs' if i == 0 else 'catalogs known'}"
+        results["scale_runs"].append(run)
+    results["scale_baseline_dir"] = baseline
+    cp.terminate()
+
+
+def gateway(ctx, bin_dir, name, perf_file):
+    """Starts a gateway from bin_dir on the scale workspace and measures it; stops it after."""
+    env, base, key, ws, gid = ctx["env"], ctx["base"], ctx["key"], ctx["ws"], ctx["gid"]
+    start, call, oha, tmp = env["start"], env["call"], env["oha"], env["tmp"]
+    log = f"{tmp}/{name}-gw.log"
     gw, gw_addr = start([f"{bin_dir}/portcullis-gateway", "--control-plane-url", base, "--listen", "127.0.0.1:0",
-                         "--data-dir", f"{tmp}/scale-gw"], log,
-                        {"PORTCULLIS_TOKEN": token, "RUST_LOG": "warn,portcullis_gateway=info"})
+                         "--data-dir", f"{tmp}/{name}-gw"], log,
+                        {"PORTCULLIS_TOKEN": ctx["token"], "RUST_LOG": "warn,portcullis_gateway=info"})
     for _ in range(600):
         try:
             if urllib.request.urlopen(f"http://{gw_addr}/ready").status == 200:
@@ -96,48 +119,55 @@ def measure(results, env):
         except Exception:
             time.sleep(0.1)
     time.sleep(20)  # tool discovery of the 1,000 connections settles
+    out = {}
     first = applied(log)
-    results["scale_first_snapshot"] = first[0] if first else {}
-    results["scale_rss_mib"] = rss_mib(gw.pid)
+    out["first_snapshot"] = first[0] if first else {}
+    out["rss_mib"] = rss_mib(gw.pid)
+    agents = first[-1]["agents"] if first else AGENTS
     seen = len(open(log).read().splitlines())
     perf = None
-    if os.environ.get("PORTCULLIS_BENCH_PERF"):
+    if perf_file:
         # A CPU profile of the gateway while it compiles the update (perf report -i FILE).
         perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(gw.pid), "-o",
-                                 os.environ["PORTCULLIS_BENCH_PERF"]], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+                                 perf_file], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-    call(base, key, "RegisterAgent", {"workspace_id": ws, "name": "late", "allowed_gateway_ids": [gid]})
+    call(base, key, "RegisterAgent", {"workspace_id": ws, "name": f"late-{name}", "allowed_gateway_ids": [gid]})
     for _ in range(300):
-        later = [a for a in applied(log, seen) if a["agents"] == AGENTS + 1]
+        later = [a for a in applied(log, seen) if a["agents"] == agents + 1]
         if later:
-            results["scale_update"] = later[0]
+            out["update"] = later[0]
             break
         time.sleep(0.1)
     if perf:
         perf.send_signal(2)
         perf.wait()
-    results["scale_peak_rss_mib"] = env["peak_rss_mib"](gw.pid)
+    out["peak_rss_mib"] = env["peak_rss_mib"](gw.pid)
     big_url = f"http://{gw_addr}/gateways/{gid}/v1/chat/completions"
     body = '{"model": "m0", "messages": [{"role": "user", "content": "Say hello."}]}'
     small, big = [], []
     for _ in range(2):
         small.append(oha(env["gw_url"], env["agent_key"], ["-c", "16", "-q", "1000"])["p50_ms"])
-        big.append(oha(big_url, keys[AGENTS // 2], ["-c", "16", "-q", "1000"], body=body)["p50_ms"])
-    results["scale_small_p50_ms"] = small
-    results["scale_big_p50_ms"] = big
+        big.append(oha(big_url, ctx["probe_key"], ["-c", "16", "-q", "1000"], body=body)["p50_ms"])
+    out["small_p50_ms"] = small
+    out["big_p50_ms"] = big
+    out["rss_after_update_mib"] = rss_mib(gw.pid)
     gw.terminate()
-    cp.terminate()
+    gw.wait()
+    return out
 
 
 def rows(r):
-    if "scale_rss_mib" not in r:
+    if "scale_runs" not in r:
         return []
-    f, u = r.get("scale_first_snapshot", {}), r.get("scale_update", {})
+    runs = [(g["label"], g) for g in r["scale_runs"]]
     fig = lambda s: f"{s.get('bytes', 0) / 1e6:.1f} MB, parse {s.get('parse_ms', 0):.0f} ms, compile {s.get('compile_ms', 0):.0f} ms, swap {s.get('swap_ms', 0):.2f} ms"
-    return [
-        f"| {AGENTS} agents with keys, {MODELS} models, {TOOLS} tools: first snapshot | | {fig(f)} | |",
-        f"| the same, one agent added: the next snapshot | | {fig(u)} | |",
-        f"| the same: gateway RSS after tool discovery / peak | | {r['scale_rss_mib']:.0f} / {r['scale_peak_rss_mib']:.0f} MiB | |",
-        f"| the same: p50 ms at 1000 requests/s, small snapshot vs this one (2 alternating runs) | | {' / '.join(f'{x:.3f}' for x in r['scale_small_p50_ms'])} vs {' / '.join(f'{x:.3f}' for x in r['scale_big_p50_ms'])} | |",
-    ]
+    p50 = lambda xs: " / ".join(f"{x:.3f}" for x in xs)
+    out = []
+    for label, g in runs:
+        out += [
+            f"| {label}: {AGENTS} agents with keys, {MODELS} models, {TOOLS} tools: first snapshot | | {fig(g.get('first_snapshot', {}))} | |",
+            f"| {label}: the same, one agent added: the next snapshot | | {fig(g.get('update', {}))} | |",
+            f"| {label}: gateway RSS after tool discovery / peak / after the update and the latency runs | | {g['rss_mib']:.0f} / {g['peak_rss_mib']:.0f} / {g.get('rss_after_update_mib', 0):.0f} MiB | |",
+            f"| {label}: p50 ms at 1000 requests/s, small snapshot vs this one (2 alternating runs) | | {p50(g['small_p50_ms'])} vs {p50(g['big_p50_ms'])} | |",
+        ]
+    return out

@@ -1,11 +1,13 @@
 //! Step three: may this agent do this, here? Cedar evaluates the workspace's bundles, the
-//! agent's own and the gateway's scoped admin bundles, each a policy set shared across agents
-//! and snapshots, and the answers combine as one set's would: default deny; a forbid wins;
-//! attachment alone authorizes nothing.
+//! agent's own and the gateway's scoped admin bundles, each shared across agents and snapshots
+//! (their unconditional permits as [`Rules`] grants), and the answers combine as one set's
+//! would: default deny; a forbid wins; attachment alone authorizes nothing.
 
-use cedar_policy::{
-    Authorizer, Decision as CedarDecision, EntityUid, PolicySet, Request, Response,
-};
+mod rules;
+
+pub use rules::Rules;
+
+use cedar_policy::{Authorizer, Decision as CedarDecision, EntityUid, Request, Response};
 use portcullis_shared::policy::{action_uid, Action};
 
 use std::collections::HashMap;
@@ -18,15 +20,6 @@ use crate::error::Denial;
 use crate::request::LazyContext;
 
 use crate::snapshot::{AgentEntry, Compiled, Decision, GatewayEntry};
-
-fn evaluate(
-    authorizer: &Authorizer,
-    policies: &PolicySet,
-    snap: &Compiled,
-    request: &Request,
-) -> Response {
-    authorizer.is_authorized(request, policies, &snap.entities)
-}
 
 /// Decisions by act-as identity, each with one cell per slot.
 pub type IdentityMemo = std::sync::RwLock<HashMap<ActAs, Arc<[OnceLock<Decision>]>>>;
@@ -100,9 +93,10 @@ pub fn check(
         reason_code: "evaluation_error",
         determining_policy: "default-deny".into(),
     })?;
+    let action_uid = action_uid(action);
     let request = Request::new(
         agent.uid.clone(),
-        action_uid(action),
+        action_uid.clone(),
         resource.clone(),
         context.clone(),
         None,
@@ -113,12 +107,15 @@ pub fn check(
         determining_policy: "default-deny".into(),
     })?;
     let authorizer = Authorizer::new();
-    let responses: Vec<Response> = snap
-        .workspace_policies
-        .iter()
-        .chain(&agent.policies)
-        .chain(&gateway.policies)
-        .map(|set| evaluate(&authorizer, set, snap, &request))
+    let bundles = || {
+        snap.workspace_policies
+            .iter()
+            .chain(&agent.policies)
+            .chain(&gateway.policies)
+    };
+    let responses: Vec<Response> = bundles()
+        .filter_map(|rules| rules.cedar())
+        .map(|set| authorizer.is_authorized(&request, set, &snap.entities))
         .collect();
     for r in &responses {
         for e in r.diagnostics().errors() {
@@ -141,10 +138,10 @@ pub fn check(
             determining_policy: policy,
         });
     }
-    if responses
+    let permitted = responses
         .iter()
-        .any(|r| r.decision() == CedarDecision::Allow)
-    {
+        .any(|r| r.decision() == CedarDecision::Allow);
+    if permitted || bundles().any(|rules| rules.grants(&agent.uid, &action_uid, resource)) {
         return Ok(());
     }
     Err(Denial {

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use cedar_policy::{Entities, EntityUid, PolicySet};
+use cedar_policy::{Entities, EntityUid};
+
+use crate::authz::Rules;
 use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
 use portcullis_shared::api::gateways::GatewayState;
@@ -47,7 +49,7 @@ pub struct Compiled {
     pub verified_tokens: std::sync::RwLock<HashMap<Box<str>, crate::authn::Verified>>,
     pub agents: Vec<AgentEntry>,
     /// The workspace-scoped bundles, evaluated for every agent beside its own.
-    pub workspace_policies: Vec<Arc<PolicySet>>,
+    pub workspace_policies: Vec<Arc<Rules>>,
     /// Every agent, gateway, model and pool, for Cedar.
     pub entities: Entities,
     /// How many decision slots each agent's memo has (see [`AgentEntry::memo`]).
@@ -92,7 +94,7 @@ pub struct GatewayEntry {
     /// Target names in order, for `/v1/models`.
     pub target_names: Vec<String>,
     /// Admin bundles scoped to this gateway.
-    pub policies: Vec<Arc<PolicySet>>,
+    pub policies: Vec<Arc<Rules>>,
     /// Tool connections attached whole, by id.
     pub tool_sources: std::collections::HashSet<String>,
     /// Single operations attached: (connection id, operation).
@@ -364,7 +366,7 @@ pub struct AgentEntry {
     pub uid: EntityUid,
     /// The agent's own bundle and its agent-scoped admin bundles, each shared with the
     /// runtime's cache (the workspace's bundles are [`Compiled::workspace_policies`]).
-    pub policies: Vec<Arc<PolicySet>>,
+    pub policies: Vec<Arc<Rules>>,
     pub actas_method: Option<ActAsMethod>,
     pub actas_required: bool,
     /// The HMAC act-as secret (the agent's own or its provider's), when the method is `hmac`.
@@ -423,8 +425,8 @@ impl Health {
     }
 }
 
-/// A bundle's policies, parsed with qualified ids and validated, as one policy set.
-type CheckedBundle = Arc<PolicySet>;
+/// A bundle's policies, parsed with qualified ids and validated.
+type CheckedBundle = Arc<Rules>;
 
 /// What outlives snapshot swaps: health and round-robin cursors by id, Google tokens by
 /// service-account key, AWS credentials by assumed role, act-as issuers' keys by URL, and
@@ -432,9 +434,9 @@ type CheckedBundle = Arc<PolicySet>;
 #[derive(Default)]
 pub struct Runtime {
     health: Mutex<HashMap<String, Arc<Health>>>,
-    /// Id prefix → (policies text, the parsed and validated policy set): a snapshot that
-    /// changes one agent checks one bundle, not every agent's, and every snapshot shares the
-    /// sets of the bundles it keeps.
+    /// Id prefix → (policies text, the parsed and validated rules): a snapshot that changes
+    /// one agent checks one bundle, not every agent's, and every snapshot shares the rules of
+    /// the bundles it keeps.
     bundles: Mutex<HashMap<String, (String, CheckedBundle)>>,
     cursors: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     google_tokens: Mutex<HashMap<String, Arc<Expiring<String>>>>,
@@ -464,7 +466,7 @@ impl Runtime {
     }
 
     /// Parses and validates (strictly, against the schema) each bundle not checked before, by
-    /// prefix and text, and forgets bundles the snapshot no longer has; the policy sets in the
+    /// prefix and text, and forgets bundles the snapshot no longer has; the rules in the
     /// given order, or each bundle's error. Validation is per policy, so checking bundles
     /// apart finds what checking their union would. A bundle kept from the last snapshot is
     /// neither parsed nor copied again.
@@ -529,7 +531,7 @@ impl Runtime {
 /// each thread with its own validator; the results in the given order.
 fn check_all(
     bundles: &[(&str, &str)],
-) -> Vec<Result<PolicySet, portcullis_shared::policy::PolicyError>> {
+) -> Vec<Result<Rules, portcullis_shared::policy::PolicyError>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = bundles.len().div_ceil(threads.max(1)).max(256);
     std::thread::scope(|scope| {
@@ -544,7 +546,7 @@ fn check_all(
                     let failed = portcullis_shared::policy::PolicyError::Invalid(
                         "checking the bundle failed".into(),
                     );
-                    vec![Err(failed); len]
+                    (0..len).map(|_| Err(failed.clone())).collect()
                 })
             })
             .collect()
@@ -553,7 +555,7 @@ fn check_all(
 
 fn check_part(
     bundles: &[(&str, &str)],
-) -> Vec<Result<PolicySet, portcullis_shared::policy::PolicyError>> {
+) -> Vec<Result<Rules, portcullis_shared::policy::PolicyError>> {
     use portcullis_shared::policy;
     let validator = policy::validator();
     bundles
@@ -562,7 +564,7 @@ fn check_part(
             let validator = validator.as_ref().map_err(Clone::clone)?;
             let set = policy::policy_set(policy::parse_bundle(prefix, text)?)?;
             policy::validate_with(validator, &set)?;
-            Ok(set)
+            Rules::new(set)
         })
         .collect()
 }

@@ -1,12 +1,12 @@
 //! `Snapshot → compile() → Compiled`: everything a request needs, built once per revision off
-//! the request path: key lookup, each rule bundle's policy set validated against the schema
+//! the request path: key lookup, each rule bundle's policies validated against the schema
 //! (shared across snapshots while its text stays the same), Cedar entities, routing tables,
 //! upstream URLs and credential headers. A snapshot with any error is refused whole.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cedar_policy::{Entities, Entity, PolicySet};
+use cedar_policy::{Entities, Entity};
 use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::rules::BundleScope;
 use portcullis_shared::api::{AuthMethod, CredentialType};
@@ -69,12 +69,12 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         );
     }
 
-    // Every bundle is parsed with its qualified ids and validated into a policy set (once
-    // while its text stays the same); a request is evaluated against the workspace's sets,
-    // the agent's and the gateway's, so no set is copied into another.
-    let mut workspace: Vec<Arc<PolicySet>> = Vec::new();
-    let mut by_agent: HashMap<&str, Vec<Arc<PolicySet>>> = HashMap::new();
-    let mut by_gateway: HashMap<&str, Vec<Arc<PolicySet>>> = HashMap::new();
+    // Every bundle is parsed with its qualified ids, validated and split into grants and a
+    // policy set (once while its text stays the same); a request is evaluated against the
+    // workspace's bundles, the agent's and the gateway's, so no set is copied into another.
+    let mut workspace: Vec<Arc<Rules>> = Vec::new();
+    let mut by_agent: HashMap<&str, Vec<Arc<Rules>>> = HashMap::new();
+    let mut by_gateway: HashMap<&str, Vec<Arc<Rules>>> = HashMap::new();
     let checked = runtime.checked_bundles(
         snap.bundles
             .iter()
@@ -313,10 +313,10 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
 }
 
 /// A policy id that appears in more than one of these sets, if any.
-fn duplicate_id<'a>(sets: impl Iterator<Item = &'a Arc<PolicySet>>) -> Option<String> {
+fn duplicate_id<'a>(bundles: impl Iterator<Item = &'a Arc<Rules>>) -> Option<String> {
     let mut seen = std::collections::HashSet::new();
-    sets.flat_map(|set| set.policies())
-        .map(|p| p.id())
+    bundles
+        .flat_map(|rules| rules.ids())
         .find(|id| !seen.insert(*id))
         .map(ToString::to_string)
 }

@@ -117,6 +117,9 @@ pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<b
                             }
                             crate::mcp::discovery::discover_changed(&gateway, &current);
                         }
+                        // The replaced snapshot is freed before the file is written, so the
+                        // two compiled snapshots and the file's buffers are never all held.
+                        drop(before);
                         if let Err(e) = gateway.lkg.store(&snapshot) {
                             tracing::warn!(error = %e, "Could not write the last-known-good snapshot.");
                         }

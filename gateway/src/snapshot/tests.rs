@@ -260,14 +260,7 @@ fn bundles_are_checked_once_while_their_text_stays_the_same() {
         "an unchanged bundle is not parsed again"
     );
     assert_eq!(
-        again[1]
-            .as_ref()
-            .unwrap()
-            .policies()
-            .next()
-            .unwrap()
-            .id()
-            .to_string(),
+        again[1].as_ref().unwrap().ids().next().unwrap().to_string(),
         "ws/b/x",
         "a changed one is"
     );
@@ -295,7 +288,7 @@ fn a_bundle_held_twice_does_not_shift_the_others() {
     let sets = runtime.checked_bundles([("ws/a", a), ("ws/a", a), ("ws/b", b)].into_iter());
     let id = |i: usize| {
         let set = sets[i].as_ref().unwrap();
-        set.policies().next().unwrap().id().to_string()
+        set.ids().next().unwrap().to_string()
     };
     assert_eq!(
         (id(0), id(1), id(2)),
