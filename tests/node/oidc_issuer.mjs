@@ -444,6 +444,11 @@ const server = http.createServer((req, res) => {
   handler(req, res);
 });
 
+// Idle connections stay open as long as behind a typical proxy (Node's default is 5 s), so the
+// gateway's and control plane's pooled clients do not race the close between two tests' steps.
+server.keepAliveTimeout = 75_000;
+server.headersTimeout = 76_000;
+
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address();
   issuer = `http://127.0.0.1:${port}`;

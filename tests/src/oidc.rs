@@ -48,6 +48,9 @@ impl OidcIssuer {
             http: reqwest::Client::builder()
                 .no_proxy()
                 .timeout(Duration::from_secs(30))
+                // Node closes an idle keep-alive connection after 5 s; a request sent on it
+                // as it closes fails. Idle connections are dropped well before that.
+                .pool_idle_timeout(Duration::from_secs(2))
                 .build()
                 .expect("http client"),
             process,
