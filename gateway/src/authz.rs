@@ -6,8 +6,9 @@
 mod rules;
 
 pub use rules::Rules;
+use rules::Verdict;
 
-use cedar_policy::{Authorizer, Decision as CedarDecision, EntityUid, Request, Response};
+use cedar_policy::{EntityUid, Request};
 use portcullis_shared::policy::{action_uid, Action};
 
 use std::collections::HashMap;
@@ -93,10 +94,9 @@ pub fn check(
         reason_code: "evaluation_error",
         determining_policy: "default-deny".into(),
     })?;
-    let action_uid = action_uid(action);
     let request = Request::new(
         agent.uid.clone(),
-        action_uid.clone(),
+        action_uid(action),
         resource.clone(),
         context.clone(),
         None,
@@ -106,43 +106,26 @@ pub fn check(
         reason_code: "evaluation_error",
         determining_policy: "default-deny".into(),
     })?;
-    let authorizer = Authorizer::new();
-    let bundles = || {
-        snap.workspace_policies
-            .iter()
-            .chain(&agent.policies)
-            .chain(&gateway.policies)
-    };
-    let responses: Vec<Response> = bundles()
-        .filter_map(|rules| rules.cedar())
-        .map(|set| authorizer.is_authorized(&request, set, &snap.entities))
-        .collect();
-    for r in &responses {
-        for e in r.diagnostics().errors() {
-            tracing::debug!(error = %e, "A policy errored during evaluation and was skipped.");
+    let bundles = snap
+        .workspace_policies
+        .iter()
+        .chain(&agent.policies)
+        .chain(&gateway.policies)
+        .map(|rules| &**rules);
+    match rules::decide(bundles, &request, &snap.entities) {
+        Verdict::Permitted => return Ok(()),
+        Verdict::Forbidden(policy) => {
+            return Err(Denial {
+                reason: format!(
+                    "agent '{}' is forbidden to {} {resource}",
+                    agent.name,
+                    action.name()
+                ),
+                reason_code: "forbidden",
+                determining_policy: policy,
+            })
         }
-    }
-    // A deny with reasons is a matching forbid; it wins over any permit.
-    let forbid = responses
-        .iter()
-        .filter(|r| r.decision() == CedarDecision::Deny)
-        .find_map(|r| r.diagnostics().reason().next().map(ToString::to_string));
-    if let Some(policy) = forbid {
-        return Err(Denial {
-            reason: format!(
-                "agent '{}' is forbidden to {} {resource}",
-                agent.name,
-                action.name()
-            ),
-            reason_code: "forbidden",
-            determining_policy: policy,
-        });
-    }
-    let permitted = responses
-        .iter()
-        .any(|r| r.decision() == CedarDecision::Allow);
-    if permitted || bundles().any(|rules| rules.grants(&agent.uid, &action_uid, resource)) {
-        return Ok(());
+        Verdict::NoPermit => {}
     }
     Err(Denial {
         reason: format!(

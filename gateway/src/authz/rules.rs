@@ -8,8 +8,8 @@
 //! matches, and its scope cannot error.
 
 use cedar_policy::{
-    ActionConstraint, Effect, EntityTypeName, EntityUid, Policy, PolicyId, PolicySet,
-    PrincipalConstraint, ResourceConstraint,
+    ActionConstraint, Authorizer, Decision, Effect, Entities, EntityTypeName, EntityUid, Policy,
+    PolicyId, PolicySet, PrincipalConstraint, Request, ResourceConstraint,
 };
 use portcullis_shared::policy::{self, PolicyError};
 
@@ -85,6 +85,50 @@ impl Rules {
     }
 }
 
+/// How a request fares against several bundles.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Permitted,
+    /// A forbid matched: its id.
+    Forbidden(String),
+    NoPermit,
+}
+
+/// Evaluates the bundles as their union would be: a matching forbid in any of them wins,
+/// then any permit (a Cedar one or a grant); default deny.
+pub fn decide<'a>(
+    bundles: impl Iterator<Item = &'a Rules> + Clone,
+    request: &Request,
+    entities: &Entities,
+) -> Verdict {
+    let authorizer = Authorizer::new();
+    let responses: Vec<_> = bundles
+        .clone()
+        .filter_map(Rules::cedar)
+        .map(|set| authorizer.is_authorized(request, set, entities))
+        .collect();
+    for e in responses.iter().flat_map(|r| r.diagnostics().errors()) {
+        tracing::debug!(error = %e, "A policy errored during evaluation and was skipped.");
+    }
+    // A deny with reasons is a matching forbid.
+    let forbid = responses
+        .iter()
+        .filter(|r| r.decision() == Decision::Deny)
+        .find_map(|r| r.diagnostics().reason().next());
+    if let Some(id) = forbid {
+        return Verdict::Forbidden(id.to_string());
+    }
+    let granted = match (request.principal(), request.action(), request.resource()) {
+        (Some(p), Some(a), Some(r)) => bundles.clone().any(|rules| rules.grants(p, a, r)),
+        _ => false,
+    };
+    if granted || responses.iter().any(|r| r.decision() == Decision::Allow) {
+        Verdict::Permitted
+    } else {
+        Verdict::NoPermit
+    }
+}
+
 /// The policy as a grant, when it is an unconditional permit on one resource.
 fn grant(p: &Policy) -> Option<Grant> {
     if p.effect() != Effect::Permit || p.has_non_scope_constraint() || !p.is_static() {
@@ -116,13 +160,25 @@ fn grant(p: &Policy) -> Option<Grant> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use cedar_policy::{Authorizer, Context, Decision, Entities, Request};
+    use cedar_policy::Context;
     use portcullis_shared::policy::{action_uid, uid, Action, Kind};
 
     fn rules(text: &str) -> Rules {
         let set = policy::policy_set(policy::parse_bundle("b", text).unwrap()).unwrap();
         policy::validate(&set).unwrap();
         Rules::new(set).unwrap()
+    }
+
+    fn request(principal: &EntityUid, action: Action, resource: &EntityUid) -> Request {
+        let action = action_uid(action);
+        Request::new(
+            principal.clone(),
+            action,
+            resource.clone(),
+            Context::empty(),
+            None,
+        )
+        .unwrap()
     }
 
     /// Cedar's own answer on the whole text, beside the split bundle's.
@@ -133,26 +189,13 @@ mod tests {
         resource: &EntityUid,
     ) -> (bool, bool) {
         let set = policy::policy_set(policy::parse_bundle("b", text).unwrap()).unwrap();
-        let action = action_uid(action);
-        let request = Request::new(
-            principal.clone(),
-            action.clone(),
-            resource.clone(),
-            Context::empty(),
-            None,
-        )
-        .unwrap();
+        let request = request(principal, action, resource);
         let cedar = Authorizer::new().is_authorized(&request, &set, &Entities::empty());
         let split = rules(text);
-        let by_cedar = split.cedar().is_some_and(|set| {
-            Authorizer::new()
-                .is_authorized(&request, set, &Entities::empty())
-                .decision()
-                == Decision::Allow
-        });
+        let verdict = decide(std::iter::once(&split), &request, &Entities::empty());
         (
             cedar.decision() == Decision::Allow,
-            by_cedar || split.grants(principal, &action, resource),
+            verdict == Verdict::Permitted,
         )
     }
 
@@ -223,6 +266,34 @@ mod tests {
             &action_uid(Action::LlmInvoke),
             &uid(Kind::Model, "m1")
         ));
+    }
+
+    #[test]
+    fn a_forbid_in_any_bundle_wins_over_a_grant() {
+        let grant = rules(
+            r#"@id("m") permit (principal == Svc::Agent::"a1", action == Svc::Action::"llm:invoke", resource == Svc::Model::"m1");"#,
+        );
+        let forbid =
+            rules(r#"@id("no-m1") forbid (principal, action, resource == Svc::Model::"m1");"#);
+        let (a1, m1, m2) = (
+            uid(Kind::Agent, "a1"),
+            uid(Kind::Model, "m1"),
+            uid(Kind::Model, "m2"),
+        );
+        let ask = |resource: &EntityUid, bundles: &[&Rules]| {
+            let request = request(&a1, Action::LlmInvoke, resource);
+            decide(bundles.iter().copied(), &request, &Entities::empty())
+        };
+        assert_eq!(ask(&m1, &[&grant]), Verdict::Permitted);
+        assert_eq!(
+            ask(&m1, &[&grant, &forbid]),
+            Verdict::Forbidden("b/no-m1".into())
+        );
+        assert_eq!(
+            ask(&m1, &[&forbid, &grant]),
+            Verdict::Forbidden("b/no-m1".into())
+        );
+        assert_eq!(ask(&m2, &[&grant, &forbid]), Verdict::NoPermit);
     }
 
     /// `action in [A, B]` is read as "A or B"; an action group in the schema would break that.
