@@ -105,7 +105,7 @@ async fn write_now(
         .collect();
     let new_ids = {
         let mut tx = store.write_unscoped().await?;
-        let ids = store::audit::insert_many(tx.conn(), &rows, now).await?;
+        let ids = store::audit::insert_many(tx.conn(), store.backend(), &rows, now).await?;
         // Spend travels with the events: a newly stored call adds its charges to the record,
         // in the same transaction, so no charge is counted twice or lost. Summed per counter
         // first: a batch is mostly calls on the same few quotas.
@@ -286,7 +286,7 @@ pub fn mgmt_event(
         _ => audit::results::ERROR,
     };
     AuditEventV1 {
-        event_id: uuid::Uuid::new_v4().to_string(),
+        event_id: audit::new_event_id(),
         event_type: audit::types::MGMT_OPERATION.to_string(),
         time: crate::store::ts(now_ms()),
         result: result.to_string(),

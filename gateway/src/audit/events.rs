@@ -116,7 +116,7 @@ pub fn base(
 ) -> AuditEventV1 {
     let act_as = &rc.context.typed().act_as;
     AuditEventV1 {
-        event_id: crate::request::random_uuid(),
+        event_id: audit::new_event_id(),
         event_type: event_type.to_string(),
         time: now(),
         result: result.to_string(),
@@ -182,7 +182,7 @@ pub fn denial_event(
 pub fn refused_event(pre: &PreAuth<'_>, err: &GatewayError) -> AuditEventV1 {
     let (_, code) = err.openai_type_and_code();
     let mut e = AuditEventV1 {
-        event_id: crate::request::random_uuid(),
+        event_id: audit::new_event_id(),
         event_type: audit::types::ACCESS_DENIED.into(),
         time: now(),
         result: audit::results::DENIED.into(),
@@ -231,7 +231,7 @@ pub fn refused_event(pre: &PreAuth<'_>, err: &GatewayError) -> AuditEventV1 {
 /// gateway's workspace).
 pub fn dropped_event(count: u64, why: &str) -> AuditEventV1 {
     AuditEventV1 {
-        event_id: crate::request::random_uuid(),
+        event_id: audit::new_event_id(),
         event_type: audit::types::AUDIT_DROPPED.into(),
         time: now(),
         result: audit::results::ERROR.into(),
