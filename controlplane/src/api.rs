@@ -204,14 +204,16 @@ fn parse_body<T: DeserializeOwned>(body: &[u8], keep_empty: Option<&[&str]>) -> 
             serde_path_to_error::deserialize(value)
         }
         _ => {
+            // The plain parse is the fast path (a gateway's audit batch is its largest body);
+            // only a body it refuses is parsed again to name the field that is wrong.
             let mut de = serde_json::Deserializer::from_slice(body);
-            let parsed = serde_path_to_error::deserialize(&mut de);
-            if parsed.is_ok() {
+            if let Ok(parsed) = <T as serde::Deserialize>::deserialize(&mut de) {
                 de.end().map_err(|_| {
                     invalid("invalid request body: trailing data after the JSON object")
                 })?;
+                return Ok(parsed);
             }
-            parsed
+            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
         }
     };
     result.map_err(|e| {

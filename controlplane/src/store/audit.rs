@@ -3,7 +3,7 @@
 
 use portcullis_shared::audit::AuditEventV1;
 
-use super::db::{corrupt, Conn, StoreError};
+use super::db::{corrupt, Backend, Conn, StoreError};
 
 /// The indexed columns of an event.
 pub struct Columns<'a> {
@@ -12,14 +12,15 @@ pub struct Columns<'a> {
     pub operation: &'a str,
 }
 
-/// Rows per INSERT statement (17 parameters each). Small enough that SQLite's parameter-name
-/// lookup while binding (linear in the number of parameters, per parameter) stays cheap.
+/// Rows per INSERT statement (17 parameters each).
 const ROWS_PER_STATEMENT: usize = 16;
+const COLUMNS: usize = 17;
 
 /// Stores events in multi-row statements; returns the ids that were new (an id already
 /// stored is skipped, so re-sending is harmless).
 pub async fn insert_many(
     conn: &mut Conn,
+    backend: Backend,
     rows: &[Columns<'_>],
     now: i64,
 ) -> Result<std::collections::HashSet<String>, StoreError> {
@@ -30,19 +31,7 @@ pub async fn insert_many(
              actor_id, resource_kind, resource_id, resource_name, producer_service, surface, \
              operation, trace_id, activity_id, body, ingested_at) VALUES ",
         );
-        for i in 0..chunk.len() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push('(');
-            for j in 0..17 {
-                if j > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push_str(&format!("${}", i * 17 + j + 1));
-            }
-            sql.push(')');
-        }
+        push_placeholders(&mut sql, backend, chunk.len());
         sql.push_str(" ON CONFLICT (event_id) DO NOTHING RETURNING event_id");
         let mut query = sqlx::query_as::<_, (String,)>(&sql);
         for c in chunk {
@@ -72,6 +61,28 @@ pub async fn insert_many(
         }
     }
     Ok(stored)
+}
+
+/// `(…), (…)` for `rows` rows of [`COLUMNS`] parameters. SQLite gets anonymous `?`: binding a
+/// numbered parameter looks its name up in a list as long as the statement's parameters, which
+/// made binding a 272-parameter statement quadratic; PostgreSQL needs `$n`.
+fn push_placeholders(sql: &mut String, backend: Backend, rows: usize) {
+    use std::fmt::Write;
+    for i in 0..rows {
+        sql.push_str(if i == 0 { "(" } else { ", (" });
+        for j in 0..COLUMNS {
+            if j > 0 {
+                sql.push_str(", ");
+            }
+            match backend {
+                Backend::Sqlite => sql.push('?'),
+                Backend::Postgres => {
+                    let _ = write!(sql, "${}", i * COLUMNS + j + 1);
+                }
+            }
+        }
+        sql.push(')');
+    }
 }
 
 pub async fn get(
@@ -181,4 +192,22 @@ pub async fn purge(conn: &mut Conn, before: i64) -> Result<u64, StoreError> {
         .execute(conn)
         .await?;
     Ok(done.rows_affected())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_anonymous_on_sqlite_and_numbered_on_postgres() {
+        let mut sqlite = String::new();
+        push_placeholders(&mut sqlite, Backend::Sqlite, 2);
+        let row = format!("({})", vec!["?"; COLUMNS].join(", "));
+        assert_eq!(sqlite, format!("{row}, {row}"));
+        let mut postgres = String::new();
+        push_placeholders(&mut postgres, Backend::Postgres, 2);
+        assert!(postgres.starts_with("($1, $2, "), "{postgres}");
+        assert!(postgres.contains("$17), ($18, "), "{postgres}");
+        assert!(postgres.ends_with("$34)"), "{postgres}");
+    }
 }
