@@ -28,6 +28,14 @@ AGENTS = [str(uuid.uuid4()) for _ in range(20)]
 MODELS = [str(uuid.uuid4()) for _ in range(5)]
 
 
+def event_id():
+    """A UUID of version 7, as gateways make event ids: the time in milliseconds, then random."""
+    random_bits = random.getrandbits(74)
+    value = ((time.time_ns() // 1_000_000) << 80 | 0x7 << 76 | (random_bits >> 62) << 64
+             | 0b10 << 62 | random_bits & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
+
+
 def event(ws):
     """A model call as gateways record it (no charges, so spend stays out of the figure): one
     of 20 agents calling one of 5 models, a W3C trace id on one call in five (callers that send
@@ -35,7 +43,7 @@ def event(ws):
     n = random.randrange(1000)
     agent = AGENTS[n % len(AGENTS)]
     return {
-        "event_id": str(uuid.uuid4()), "type": "model.call",
+        "event_id": event_id(), "type": "model.call",
         "time": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()), "result": "RESULT_ALLOWED",
         "scope": {"kind": "agent", "workspace_id": ws, "agent_id": agent},
         "actor": {"kind": "ACTOR_KIND_AGENT", "id": agent, "display": "bench"},

@@ -17,7 +17,8 @@ acting for a person (a signed hmac identity and an allow list) against one actin
 ten output guards on a 4 KiB answer against none on the same answer, webhook deliveries per
 second (bench/webhooks.py) with the management API's p50 while they drain, and — with
 PORTCULLIS_BENCH_BASELINE=DIR holding an earlier build's `portcullis-gateway` — that build
-against this one. Prints a Markdown table and writes bench/results/latest.json.
+against this one (`PORTCULLIS_BENCH_ONLY=up`: `portcullis up` of that build against this one's,
+bench/up_pair.py). Prints a Markdown table and writes bench/results/latest.json.
 Run it through bench/run.sh, which builds what it needs.
 """
 import base64
@@ -38,6 +39,7 @@ import ingest
 import peers
 import peruser
 import scale
+import up_pair
 import webhooks
 
 BIN = os.environ["PORTCULLIS_BENCH_BIN"]
@@ -130,6 +132,14 @@ def main():
         results = {"machine": machine()}
         ingest.measure(results, start, BIN, tmp, cpu_seconds)
         print("\n".join(ingest.rows(results)))
+        return
+    if os.environ.get("PORTCULLIS_BENCH_ONLY") == "up":
+        results = {"machine": machine(), "duration": DURATION}
+        if not BASELINE:
+            sys.exit("PORTCULLIS_BENCH_ONLY=up compares with PORTCULLIS_BENCH_BASELINE (a dir with `portcullis`)")
+        up_pair.measure(results, {"start": start, "call": call, "bin": BIN, "oha": OHA, "tmp": tmp,
+                                  "duration": DURATION}, BASELINE)
+        print("\n".join(up_pair.rows(results)))
         return
     if os.environ.get("PORTCULLIS_BENCH_ONLY") == "peers":
         results = {"machine": machine(), "duration": DURATION}
