@@ -113,29 +113,26 @@ pub fn check(
         .chain(&gateway.policies)
         .map(|rules| &**rules);
     match rules::decide(bundles, &request, &snap.entities) {
-        Verdict::Permitted => return Ok(()),
-        Verdict::Forbidden(policy) => {
-            return Err(Denial {
-                reason: format!(
-                    "agent '{}' is forbidden to {} {resource}",
-                    agent.name,
-                    action.name()
-                ),
-                reason_code: "forbidden",
-                determining_policy: policy,
-            })
-        }
-        Verdict::NoPermit => {}
+        Verdict::Permitted => Ok(()),
+        Verdict::Forbidden(policy) => Err(Denial {
+            reason: format!(
+                "agent '{}' is forbidden to {} {resource}",
+                agent.name,
+                action.name()
+            ),
+            reason_code: "forbidden",
+            determining_policy: policy,
+        }),
+        Verdict::NoPermit => Err(Denial {
+            reason: format!(
+                "no rule permits agent '{}' to {} {resource}",
+                agent.name,
+                action.name()
+            ),
+            reason_code: "no_permit",
+            determining_policy: "default-deny".into(),
+        }),
     }
-    Err(Denial {
-        reason: format!(
-            "no rule permits agent '{}' to {} {resource}",
-            agent.name,
-            action.name()
-        ),
-        reason_code: "no_permit",
-        determining_policy: "default-deny".into(),
-    })
 }
 
 /// A tool decision, memoized per agent when the request has no act-as identity.
