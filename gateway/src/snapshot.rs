@@ -401,13 +401,9 @@ pub struct Health {
 pub const FAILURES_TO_COOL_DOWN: u32 = 3;
 pub const COOL_DOWN: Duration = Duration::from_secs(30);
 
-fn now_ms() -> u64 {
-    u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default()
-}
-
 impl Health {
     pub fn is_cooling(&self) -> bool {
-        self.cooldown_until_ms.load(Ordering::Relaxed) > now_ms()
+        self.cooldown_until_ms.load(Ordering::Relaxed) > portcullis_shared::unix_millis()
     }
 
     pub fn record_success(&self) {
@@ -418,7 +414,7 @@ impl Health {
     pub fn record_failure(&self) {
         let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
         if failures >= FAILURES_TO_COOL_DOWN {
-            let until = now_ms() + COOL_DOWN.as_millis() as u64;
+            let until = portcullis_shared::unix_millis() + COOL_DOWN.as_millis() as u64;
             self.cooldown_until_ms.store(until, Ordering::Relaxed);
             tracing::warn!(failures, "Upstream member cooled down.");
         }

@@ -173,10 +173,7 @@ pub struct DataHandling {
 /// events appends to the id index instead of touching a random page of it for every event —
 /// which, with random ids, grows costlier as the audit table grows.
 pub fn new_event_id() -> String {
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    event_id_at(millis, &rand::random())
+    event_id_at(crate::unix_millis(), &rand::random())
 }
 
 fn event_id_at(millis: u64, random: &[u8; 10]) -> String {
@@ -331,10 +328,7 @@ mod tests {
         let early = event_id_at(1_764_000_000_000, &[0xff; 10]);
         let later = event_id_at(1_764_000_000_001, &[0; 10]);
         assert!(early < later, "{early} < {later}");
-        let millis = parsed.get_timestamp().unwrap().to_unix();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap();
-        assert!(now.as_secs().abs_diff(millis.0) <= 1);
+        let (secs, _) = parsed.get_timestamp().unwrap().to_unix();
+        assert!((crate::unix_millis() / 1000).abs_diff(secs) <= 1);
     }
 }

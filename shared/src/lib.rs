@@ -25,3 +25,10 @@ pub mod ttl;
 pub mod webhook;
 
 pub use error::{Code, ConnectError};
+
+/// The current Unix time in milliseconds (0 for a clock set before 1970).
+pub fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

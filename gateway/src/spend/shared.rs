@@ -161,12 +161,6 @@ fn counter_keys<'a>(ws: &'a str, applied: &'a [Applied]) -> impl Iterator<Item =
     })
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// A hold in Redis; settle it, or dropping it releases it (in the background).
 pub struct SharedHeld {
     store: Arc<SharedSpend>,
@@ -257,7 +251,7 @@ impl SharedSpend {
         let attempt = self.attempts.fetch_add(1, Ordering::Relaxed);
         let res_key = format!("portcullis:{{{workspace_id}}}:res:{request_id}:{attempt}");
         let member = format!("{worst}:{res_key}");
-        let now = now_ms();
+        let now = portcullis_shared::unix_millis();
         let mut invocation = self.reserve.prepare_invoke();
         invocation.key(ready_key(workspace_id)).key(&res_key);
         for key in counter_keys(workspace_id, &applied) {
