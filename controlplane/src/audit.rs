@@ -225,7 +225,8 @@ pub fn stream_matches(q: &QueryEventsRequest, e: &AuditEventV1) -> bool {
 const SPEND_KEPT_DAYS: i64 = 62;
 
 /// Deletes events past the retention period, and the record of spend past what any window
-/// needs, every hour, until `stop` turns true. The running service owns the task and stops it.
+/// needs, and refreshes the audit table's query statistics, every hour (first at start), until
+/// `stop` turns true. The running service owns the task and stops it.
 pub fn spawn_retention(
     store: Store,
     days: u32,
@@ -247,6 +248,7 @@ async fn purge_expired(store: &Store, days: u32) {
     let purged = async {
         let mut tx = store.write_unscoped().await?;
         let n = store::audit::purge(tx.conn(), before).await?;
+        store::audit::analyze(tx.conn(), store.backend()).await?;
         let today = portcullis_shared::snapshot::day_index(now_ms() / 1000);
         store::quotas::purge_spend(tx.conn(), today - SPEND_KEPT_DAYS).await?;
         // Provision links last minutes; a day later nobody needs to be told one expired.

@@ -100,6 +100,9 @@ pub async fn get(
         .transpose()
 }
 
+/// Columns whose index holds only non-empty values (`0015_audit_indexes.sql`).
+const PARTIAL_INDEXES: [&str; 2] = ["trace_id", "activity_id"];
+
 /// A column condition of a query.
 pub enum Cond {
     Eq(&'static str, String),
@@ -119,6 +122,26 @@ pub async fn query(
     conds: &[Cond],
     limit: i64,
 ) -> Result<Vec<(i64, String, AuditEventV1)>, StoreError> {
+    let (sql, args) = query_sql(workspace_id, conds, limit);
+    let mut q = sqlx::query_as::<_, (i64, String, String)>(&sql);
+    for a in args {
+        q = match a {
+            SqlArg::Text(t) => q.bind(t),
+            SqlArg::Int(i) => q.bind(i),
+        };
+    }
+    let rows = q.fetch_all(conn).await?;
+    rows.into_iter()
+        .map(|(t, id, body)| {
+            serde_json::from_str(&body)
+                .map(|e| (t, id, e))
+                .map_err(corrupt)
+        })
+        .collect()
+}
+
+/// The statement of [`query`] and its arguments.
+fn query_sql(workspace_id: &str, conds: &[Cond], limit: i64) -> (String, Vec<SqlArg>) {
     let mut sql =
         String::from("SELECT time_ms, event_id, body FROM audit_events WHERE workspace_id = $1");
     let mut args: Vec<SqlArg> = vec![SqlArg::Text(workspace_id.to_string())];
@@ -131,6 +154,10 @@ pub async fn query(
             Cond::Eq(col, v) => {
                 let p = next(SqlArg::Text(v.clone()), &mut args);
                 sql.push_str(&format!(" AND {col} = {p}"));
+                if PARTIAL_INDEXES.contains(col) {
+                    // The index leaves out empty values; saying so lets the planner use it.
+                    sql.push_str(&format!(" AND {col} <> ''"));
+                }
             }
             Cond::In(col, values) if !values.is_empty() => {
                 let ps: Vec<String> = values
@@ -163,21 +190,7 @@ pub async fn query(
     }
     let p = next(SqlArg::Int(limit), &mut args);
     sql.push_str(&format!(" ORDER BY time_ms DESC, event_id DESC LIMIT {p}"));
-    let mut q = sqlx::query_as::<_, (i64, String, String)>(&sql);
-    for a in args {
-        q = match a {
-            SqlArg::Text(t) => q.bind(t),
-            SqlArg::Int(i) => q.bind(i),
-        };
-    }
-    let rows = q.fetch_all(conn).await?;
-    rows.into_iter()
-        .map(|(t, id, body)| {
-            serde_json::from_str(&body)
-                .map(|e| (t, id, e))
-                .map_err(corrupt)
-        })
-        .collect()
+    (sql, args)
 }
 
 enum SqlArg {
@@ -194,9 +207,116 @@ pub async fn purge(conn: &mut Conn, before: i64) -> Result<u64, StoreError> {
     Ok(done.rows_affected())
 }
 
+/// Refreshes the statistics SQLite's planner chooses among the audit indexes by: without them
+/// it reads the workspace's time index for every filter. `analysis_limit` bounds the work
+/// (a sample of each index, milliseconds on millions of events). PostgreSQL's autovacuum
+/// keeps its own statistics.
+pub async fn analyze(conn: &mut Conn, backend: Backend) -> Result<(), StoreError> {
+    if backend == Backend::Sqlite {
+        sqlx::query("PRAGMA analysis_limit = 1000")
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query("ANALYZE audit_events")
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{SqliteSync, Store};
+    use portcullis_shared::seal::Cipher;
+
+    /// 3,000 events of one workspace, 20 agents; every 100th carries a trace, every 150th an
+    /// activity, every 200th was denied.
+    fn events() -> Vec<AuditEventV1> {
+        (0..3000)
+            .map(|i| {
+                let mut e = AuditEventV1 {
+                    event_id: format!("e{i:05}"),
+                    event_type: "llm.call".into(),
+                    result: if i % 200 == 0 { "denied" } else { "success" }.into(),
+                    ..Default::default()
+                };
+                e.scope.workspace_id = "w1".into();
+                e.scope.agent_id = format!("agent-{}", i % 20);
+                if i % 100 == 0 {
+                    e.correlation.trace_id = format!("trace-{i}");
+                }
+                if i % 150 == 0 {
+                    e.correlation.activity_id = format!("activity-{i}");
+                }
+                e
+            })
+            .collect()
+    }
+
+    async fn plan(store: &Store, conds: &[Cond]) -> String {
+        let (sql, args) = query_sql("w1", conds, 50);
+        let explain = format!("EXPLAIN QUERY PLAN {sql}");
+        let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain);
+        for a in args {
+            q = match a {
+                SqlArg::Text(t) => q.bind(t),
+                SqlArg::Int(i) => q.bind(i),
+            };
+        }
+        let mut conn = store.read().await.unwrap();
+        let rows = q.fetch_all(&mut *conn).await.unwrap();
+        rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("; ")
+    }
+
+    #[tokio::test]
+    async fn filters_find_their_events_through_their_indexes_once_analyzed() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        let store = Store::open(&url, Cipher::from_key(&[7; 32]), SqliteSync::Normal)
+            .await
+            .unwrap();
+        let events = events();
+        let rows: Vec<Columns<'_>> = (0..)
+            .zip(&events)
+            .map(|(t, event)| Columns {
+                time_ms: 1_000 + t,
+                event,
+                operation: "",
+            })
+            .collect();
+        let mut tx = store.write_unscoped().await.unwrap();
+        let stored = insert_many(tx.conn(), Backend::Sqlite, &rows, 0)
+            .await
+            .unwrap();
+        assert_eq!(stored.len(), 3000);
+        analyze(tx.conn(), Backend::Sqlite).await.unwrap();
+        tx.commit().await.unwrap();
+
+        let by_trace = [Cond::Eq("trace_id", "trace-2500".into())];
+        let by_activity = [Cond::Eq("activity_id", "activity-1500".into())];
+        let by_agent = [Cond::In("agent_id", vec!["agent-7".into()])];
+        let mut conn = store.read().await.unwrap();
+        let found = query(&mut conn, "w1", &by_trace, 50).await.unwrap();
+        assert_eq!(
+            found.iter().map(|f| &f.1[..]).collect::<Vec<_>>(),
+            ["e02500"]
+        );
+        let found = query(&mut conn, "w1", &by_activity, 50).await.unwrap();
+        assert_eq!(
+            found.iter().map(|f| &f.1[..]).collect::<Vec<_>>(),
+            ["e01500"]
+        );
+        let found = query(&mut conn, "w1", &by_agent, 50).await.unwrap();
+        assert_eq!(found.len(), 50);
+        assert_eq!(found[0].1, "e02987", "newest first");
+        assert!(found.iter().all(|f| f.2.scope.agent_id == "agent-7"));
+        drop(conn);
+
+        assert!(plan(&store, &by_trace).await.contains("audit_trace"));
+        assert!(plan(&store, &by_activity).await.contains("audit_activity"));
+        assert!(plan(&store, &by_agent).await.contains("audit_agent"));
+        assert!(plan(&store, &[]).await.contains("audit_time"));
+    }
 
     #[test]
     fn placeholders_are_anonymous_on_sqlite_and_numbered_on_postgres() {
