@@ -1,7 +1,8 @@
 //! Accepting connections, thread per core: every worker thread runs its own single-threaded
 //! runtime and accept loop on its own `SO_REUSEPORT` socket (bound before start, so port 0
 //! works and the real address is logged), so a request never hops threads. Optional TLS goes
-//! through pingora's rustls acceptor, then pingora's HTTP session handles the connection. On
+//! through pingora's rustls acceptor; writes are gathered until pingora flushes
+//! ([`coalesced`]), then pingora's HTTP session handles the connection. On
 //! shutdown each worker stops accepting, tells pingora to end keep-alive, and waits for its
 //! in-flight requests up to the grace period.
 
@@ -20,6 +21,10 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Notify};
 
 use crate::proxy::Phases;
+
+mod coalesced;
+
+use coalesced::Coalesced;
 
 /// Counts live connections and wakes the drain when the last one ends.
 #[derive(Default)]
@@ -136,9 +141,9 @@ pub async fn serve(
             let _guard = guard;
             let l4: L4Stream = tcp.into();
             let stream: Stream = match tls {
-                None => Box::new(l4),
+                None => Box::new(Coalesced::new(l4)),
                 Some(acceptor) => match acceptor.tls_handshake(l4).await {
-                    Ok(s) => Box::new(s),
+                    Ok(s) => Box::new(Coalesced::new(s)),
                     Err(e) => {
                         tracing::debug!(error = %e, "TLS handshake failed.");
                         return;
