@@ -236,7 +236,10 @@ pub fn spawn_retention(
         let mut tick = tokio::time::interval(Duration::from_secs(3600));
         loop {
             tokio::select! {
-                _ = tick.tick() => purge_expired(&store, days).await,
+                _ = tick.tick() => {
+                    purge_expired(&store, days).await;
+                    refresh_statistics(&store).await;
+                }
                 _ = async { drop(stop.wait_for(|s| *s).await) } => return,
             }
         }
@@ -248,7 +251,6 @@ async fn purge_expired(store: &Store, days: u32) {
     let purged = async {
         let mut tx = store.write_unscoped().await?;
         let n = store::audit::purge(tx.conn(), before).await?;
-        store::audit::analyze(tx.conn(), store.backend()).await?;
         let today = portcullis_shared::snapshot::day_index(now_ms() / 1000);
         store::quotas::purge_spend(tx.conn(), today - SPEND_KEPT_DAYS).await?;
         // Provision links last minutes; a day later nobody needs to be told one expired.
@@ -263,6 +265,20 @@ async fn purge_expired(store: &Store, days: u32) {
         Ok(0) => {}
         Ok(n) => tracing::info!(purged = n, days, "Audit events past retention deleted."),
         Err(e) => tracing::warn!(error = %e, "Audit retention purge failed; retrying in an hour."),
+    }
+}
+
+/// Refreshes the audit table's query statistics, in a transaction of its own: statistics that
+/// cannot be refreshed must not hold back deleting what retention says to delete.
+async fn refresh_statistics(store: &Store) {
+    let analyzed = async {
+        let mut tx = store.write_unscoped().await?;
+        store::audit::analyze(tx.conn(), store.backend()).await?;
+        tx.commit().await
+    }
+    .await;
+    if let Err(e) = analyzed {
+        tracing::warn!(error = %e, "Refreshing the audit table's statistics failed; retrying in an hour.");
     }
 }
 

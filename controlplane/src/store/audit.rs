@@ -123,14 +123,7 @@ pub async fn query(
     limit: i64,
 ) -> Result<Vec<(i64, String, AuditEventV1)>, StoreError> {
     let (sql, args) = query_sql(workspace_id, conds, limit);
-    let mut q = sqlx::query_as::<_, (i64, String, String)>(&sql);
-    for a in args {
-        q = match a {
-            SqlArg::Text(t) => q.bind(t),
-            SqlArg::Int(i) => q.bind(i),
-        };
-    }
-    let rows = q.fetch_all(conn).await?;
+    let rows: Vec<(i64, String, String)> = bound(&sql, args).fetch_all(conn).await?;
     rows.into_iter()
         .map(|(t, id, body)| {
             serde_json::from_str(&body)
@@ -198,6 +191,21 @@ enum SqlArg {
     Int(i64),
 }
 
+/// `sql` with `args` bound in order, its rows read as `O`.
+fn bound<'q, O>(
+    sql: &'q str,
+    args: Vec<SqlArg>,
+) -> sqlx::query::QueryAs<'q, sqlx::Any, O, sqlx::any::AnyArguments<'q>>
+where
+    O: for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow>,
+{
+    args.into_iter()
+        .fold(sqlx::query_as(sql), |q, arg| match arg {
+            SqlArg::Text(t) => q.bind(t),
+            SqlArg::Int(i) => q.bind(i),
+        })
+}
+
 /// Deletes events older than `before` (Unix ms); returns how many.
 pub async fn purge(conn: &mut Conn, before: i64) -> Result<u64, StoreError> {
     let done = sqlx::query("DELETE FROM audit_events WHERE time_ms < $1")
@@ -229,10 +237,12 @@ mod tests {
     use crate::store::{SqliteSync, Store};
     use portcullis_shared::seal::Cipher;
 
-    /// 3,000 events of one workspace, 20 agents; every 100th carries a trace, every 150th an
-    /// activity.
+    /// 3,000 events of workspace w1, 20 agents; every 100th carries a trace, every 150th an
+    /// activity. Then, newest of all, three events of workspace w2 with the trace, the
+    /// activity and the agent the test asks w1 for: the indexes on those ids leave the
+    /// workspace out, so only the row check keeps them out of w1's answers.
     fn events() -> Vec<AuditEventV1> {
-        (0..3000)
+        let mut events: Vec<AuditEventV1> = (0..3000)
             .map(|i| {
                 let mut e = AuditEventV1 {
                     event_id: format!("e{i:05}"),
@@ -250,26 +260,27 @@ mod tests {
                 }
                 e
             })
-            .collect()
+            .collect();
+        for i in [2500, 1500, 2987] {
+            let mut other = events[i].clone();
+            other.event_id = format!("w2-{}", other.event_id);
+            other.scope.workspace_id = "w2".into();
+            events.push(other);
+        }
+        events
     }
 
     async fn plan(store: &Store, conds: &[Cond]) -> String {
         let (sql, args) = query_sql("w1", conds, 50);
         let explain = format!("EXPLAIN QUERY PLAN {sql}");
-        let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain);
-        for a in args {
-            q = match a {
-                SqlArg::Text(t) => q.bind(t),
-                SqlArg::Int(i) => q.bind(i),
-            };
-        }
         let mut conn = store.read().await.unwrap();
-        let rows = q.fetch_all(&mut *conn).await.unwrap();
+        let rows: Vec<(i64, i64, i64, String)> =
+            bound(&explain, args).fetch_all(&mut *conn).await.unwrap();
         rows.into_iter().map(|r| r.3).collect::<Vec<_>>().join("; ")
     }
 
     #[tokio::test]
-    async fn filters_find_their_events_through_their_indexes_once_analyzed() {
+    async fn filters_find_only_their_workspaces_events_through_their_indexes_once_analyzed() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
         let store = Store::open(&url, Cipher::from_key(&[7; 32]), SqliteSync::Normal)
@@ -288,7 +299,7 @@ mod tests {
         let stored = insert_many(tx.conn(), Backend::Sqlite, &rows, 0)
             .await
             .unwrap();
-        assert_eq!(stored.len(), 3000);
+        assert_eq!(stored.len(), 3003);
         analyze(tx.conn(), Backend::Sqlite).await.unwrap();
         tx.commit().await.unwrap();
 
@@ -309,7 +320,9 @@ mod tests {
         let found = query(&mut conn, "w1", &by_agent, 50).await.unwrap();
         assert_eq!(found.len(), 50);
         assert_eq!(found[0].1, "e02987", "newest first");
-        assert!(found.iter().all(|f| f.2.scope.agent_id == "agent-7"));
+        assert!(found
+            .iter()
+            .all(|f| f.2.scope.agent_id == "agent-7" && f.2.scope.workspace_id == "w1"));
         drop(conn);
 
         assert!(plan(&store, &by_trace).await.contains("audit_trace"));
