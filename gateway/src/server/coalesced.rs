@@ -240,6 +240,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn what_is_held_leaves_before_a_read_and_at_shutdown() {
+        use tokio::io::AsyncReadExt;
+        let (ours, mut peer) = tokio::io::duplex(1024);
+        let mut c = Coalesced::new(ours);
+        c.write_all(b"unflushed").await.unwrap();
+        peer.write_all(b"next request").await.unwrap();
+        let mut buf = [0u8; 12];
+        c.read_exact(&mut buf).await.unwrap();
+        let mut got = [0u8; 9];
+        // Bounded only so that a regression fails instead of hanging.
+        tokio::time::timeout(Duration::from_secs(10), peer.read_exact(&mut got))
+            .await
+            .expect("the held bytes were written out")
+            .unwrap();
+        assert_eq!(&got, b"unflushed", "written out before waiting on the peer");
+
+        c.write_all(b"last words").await.unwrap();
+        AsyncWriteExt::shutdown(&mut c).await.unwrap();
+        let mut rest = Vec::new();
+        peer.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(rest, b"last words");
+    }
+
+    #[tokio::test]
     async fn a_large_body_goes_straight_through_after_what_was_held() {
         let mut c = Coalesced::new(Socket::default());
         let body = vec![b'x'; GATHER_LIMIT + 1];
