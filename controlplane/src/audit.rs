@@ -5,16 +5,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use portcullis_shared::audit::{self, AuditEventV1, PayloadFilter, QueryEventsRequest};
+use portcullis_shared::audit::{self, AuditEvent, AuditEventV1, PayloadFilter, QueryEventsRequest};
 use portcullis_shared::prices::MAX_COST_MICROS;
 use portcullis_shared::snapshot::Charge;
-use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::store::{self, now_ms, Store, StoreError};
 
+mod incoming;
 mod writer;
+
+pub use incoming::Incoming;
 
 /// Who hears of newly stored events: live tails, and the webhook dispatcher.
 #[derive(Clone)]
@@ -73,10 +75,24 @@ pub fn operation(e: &AuditEventV1) -> String {
         .to_string()
 }
 
+/// Stores events made in this process; see [`store_incoming`].
+pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Result<u64, StoreError> {
+    let incoming = events
+        .iter()
+        .map(Incoming::from_event)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(store::corrupt)?;
+    store_incoming(store, hub, incoming).await
+}
+
 /// Stores events (skipping ones already stored) and tells live tails about the new ones;
 /// how many were new. Answers once they are committed: the writer stores what arrives while it
 /// is busy together, in one transaction (group commit).
-pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Result<u64, StoreError> {
+pub async fn store_incoming(
+    store: &Store,
+    hub: &Hub,
+    events: Vec<Incoming>,
+) -> Result<u64, StoreError> {
     if events.is_empty() {
         return Ok(0);
     }
@@ -90,17 +106,23 @@ pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Resul
 async fn write_now(
     store: &Store,
     fanout: &Fanout,
-    events: &[AuditEventV1],
+    events: &[Incoming],
 ) -> Result<std::collections::HashSet<String>, StoreError> {
     let now = now_ms();
-    let ops: Vec<String> = events.iter().map(operation).collect();
+    let ops: Vec<String> = events.iter().map(Incoming::operation).collect();
+    let bodies = events
+        .iter()
+        .map(Incoming::body)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(store::corrupt)?;
     let rows: Vec<store::audit::Columns<'_>> = events
         .iter()
-        .zip(&ops)
-        .map(|(e, op)| store::audit::Columns {
-            time_ms: time_ms(&e.time).unwrap_or(now),
-            event: e,
+        .zip(ops.iter().zip(&bodies))
+        .map(|(e, (op, body))| store::audit::Columns {
+            time_ms: time_ms(&e.event.time).unwrap_or(now),
+            event: &e.event,
             operation: op,
+            body,
         })
         .collect();
     let new_ids = {
@@ -111,17 +133,14 @@ async fn write_now(
         // first: a batch is mostly calls on the same few quotas.
         let mut sums: std::collections::BTreeMap<(&str, &str, i64, &str), u64> = Default::default();
         let mut charged = std::collections::HashSet::new();
-        let charges: Vec<(&AuditEventV1, Vec<Charge>)> = events
+        let charges: Vec<(&AuditEvent<_>, Vec<Charge>)> = events
             .iter()
             .filter(|e| {
-                e.event_type == audit::types::MODEL_CALL
-                    && ids.contains(&e.event_id)
-                    && charged.insert(e.event_id.as_str())
+                e.event.event_type == audit::types::MODEL_CALL
+                    && ids.contains(&e.event.event_id)
+                    && charged.insert(e.event.event_id.as_str())
             })
-            .filter_map(|e| {
-                let charges = e.payload.get("charges")?;
-                Some((e, Vec::<Charge>::deserialize(charges).unwrap_or_default()))
-            })
+            .map(|e| (&e.event, e.charges()))
             .collect();
         for (e, list) in &charges {
             for c in list {
@@ -151,8 +170,11 @@ async fn write_now(
     if fanout.sender.receiver_count() > 0 {
         let mut seen = std::collections::HashSet::new();
         for e in events {
-            if new_ids.contains(&e.event_id) && seen.insert(e.event_id.as_str()) {
-                let _ = fanout.sender.send(Arc::new(e.clone()));
+            let id = e.event.event_id.as_str();
+            if new_ids.contains(id) && seen.insert(id) {
+                if let Ok(event) = e.to_event() {
+                    let _ = fanout.sender.send(Arc::new(event));
+                }
             }
         }
     }
@@ -164,12 +186,13 @@ async fn write_now(
 /// anything; true when something was queued.
 async fn queue_for_webhooks(
     conn: &mut store::Conn,
-    events: &[AuditEventV1],
+    events: &[Incoming],
     new_ids: &std::collections::HashSet<String>,
     now: i64,
 ) -> Result<bool, StoreError> {
-    let eligible: Vec<&AuditEventV1> = events
+    let eligible: Vec<&AuditEvent<_>> = events
         .iter()
+        .map(|e| &e.event)
         .filter(|e| {
             new_ids.contains(&e.event_id)
                 && crate::webhooks::events::webhook_type(&e.event_type).is_some()

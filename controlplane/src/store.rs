@@ -21,7 +21,7 @@ pub mod tools;
 pub mod webhooks;
 pub mod workspaces;
 
-pub use db::{now_ms, Backend, Conn, SqliteSync, Store, StoreError, WriteTx};
+pub use db::{corrupt, now_ms, Backend, Conn, SqliteSync, Store, StoreError, WriteTx};
 
 /// Unix milliseconds as RFC 3339.
 pub fn ts(ms: i64) -> String {

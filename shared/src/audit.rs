@@ -182,8 +182,11 @@ fn event_id_at(millis: u64, random: &[u8; 10]) -> String {
         .to_string()
 }
 
+/// An audit event whose payload is `P`. Everything outside the control plane's ingest uses
+/// [`AuditEventV1`]; ingest reads the payload as text (`Box<RawValue>`) so that storing an event
+/// never builds and serializes again what it only passes through.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AuditEventV1 {
+pub struct AuditEvent<P = Value> {
     pub event_id: String,
     #[serde(rename = "type")]
     pub event_type: String,
@@ -200,19 +203,22 @@ pub struct AuditEventV1 {
     pub request: RequestSurface,
     pub correlation: Correlation,
     pub data_handling: DataHandling,
-    pub payload: Value,
+    pub payload: P,
 }
+
+/// The audit envelope with its payload as a JSON value.
+pub type AuditEventV1 = AuditEvent<Value>;
 
 /// Gateways ship spooled events in batches; re-sending is harmless.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IngestAuditRequest {
+pub struct IngestAuditRequest<E = AuditEventV1> {
     #[serde(default)]
     pub workspace_id: Option<String>,
-    pub events: Vec<AuditEventV1>,
+    pub events: Vec<E>,
 }
 
-impl WorkspaceScoped for IngestAuditRequest {
+impl<E> WorkspaceScoped for IngestAuditRequest<E> {
     fn workspace_id(&self) -> Option<&str> {
         self.workspace_id.as_deref()
     }

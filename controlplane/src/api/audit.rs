@@ -175,7 +175,10 @@ async fn get(ctx: Ctx, req: GetEventRequest) -> ApiResult<GetEventResponse> {
 
 /// Stores a gateway's batch; events of another workspace, or without an id or time, are
 /// refused one by one (and logged), the rest stored once each.
-async fn ingest(ctx: Ctx, req: IngestAuditRequest) -> ApiResult<IngestAuditResponse> {
+async fn ingest(
+    ctx: Ctx,
+    req: IngestAuditRequest<hub::Incoming>,
+) -> ApiResult<IngestAuditResponse> {
     if req.events.len() > 1000 {
         return Err(invalid("a batch holds at most 1000 events"));
     }
@@ -183,11 +186,12 @@ async fn ingest(ctx: Ctx, req: IngestAuditRequest) -> ApiResult<IngestAuditRespo
     let mut events = req.events;
     // A gateway's own events (e.g. `audit.dropped`) belong to its deployment's workspace.
     for e in &mut events {
-        if e.scope.workspace_id.is_empty() {
-            e.scope.workspace_id = ws.clone();
+        if e.event.scope.workspace_id.is_empty() {
+            e.set_workspace(&ws);
         }
     }
-    let (good, bad): (Vec<AuditEventV1>, Vec<AuditEventV1>) = events.into_iter().partition(|e| {
+    let (good, bad): (Vec<_>, Vec<_>) = events.into_iter().partition(|e| {
+        let e = &e.event;
         e.scope.workspace_id == ws
             && !e.event_id.is_empty()
             && e.event_id.len() <= 100
@@ -199,6 +203,6 @@ async fn ingest(ctx: Ctx, req: IngestAuditRequest) -> ApiResult<IngestAuditRespo
             "Audit events from a gateway refused: wrong workspace, id or time."
         );
     }
-    let stored = hub::store(ctx.store(), &ctx.app.audit, good).await?;
+    let stored = hub::store_incoming(ctx.store(), &ctx.app.audit, good).await?;
     Ok(IngestAuditResponse { stored })
 }

@@ -7,17 +7,16 @@
 use std::collections::HashSet;
 
 use futures_util::FutureExt;
-use portcullis_shared::audit::AuditEventV1;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{write_now, Fanout};
+use super::{write_now, Fanout, Incoming};
 use crate::store::{Store, StoreError};
 
 /// Most events in one transaction (a request's batch is never split).
 const GROUP_EVENTS: usize = 2000;
 
 struct Job {
-    events: Vec<AuditEventV1>,
+    events: Vec<Incoming>,
     done: oneshot::Sender<Result<u64, StoreError>>,
 }
 
@@ -34,7 +33,7 @@ impl Writer {
     }
 
     /// Stores the events with whatever else is waiting; how many of them were new.
-    pub(super) async fn write(&self, events: Vec<AuditEventV1>) -> Result<u64, StoreError> {
+    pub(super) async fn write(&self, events: Vec<Incoming>) -> Result<u64, StoreError> {
         let (done, answer) = oneshot::channel();
         self.jobs
             .send(Job { events, done })
@@ -98,10 +97,11 @@ async fn commit(store: &Store, fanout: &Fanout, group: Vec<Job>) {
 }
 
 /// How many of a caller's events were new, each id once.
-fn new_in(events: &[AuditEventV1], new_ids: &HashSet<String>) -> u64 {
+fn new_in(events: &[Incoming], new_ids: &HashSet<String>) -> u64 {
     let mut seen = HashSet::new();
     events
         .iter()
-        .filter(|e| new_ids.contains(&e.event_id) && seen.insert(e.event_id.as_str()))
+        .map(|e| e.event.event_id.as_str())
+        .filter(|id| new_ids.contains(*id) && seen.insert(*id))
         .count() as u64
 }

@@ -1,15 +1,17 @@
 //! Audit events: idempotent inserts, keyset-paginated queries over the indexed columns, and
 //! the retention purge.
 
-use portcullis_shared::audit::AuditEventV1;
+use portcullis_shared::audit::{AuditEvent, AuditEventV1};
+use serde_json::value::RawValue;
 
 use super::db::{corrupt, Backend, Conn, StoreError};
 
-/// The indexed columns of an event.
+/// The indexed columns of an event, and its text.
 pub struct Columns<'a> {
     pub time_ms: i64,
-    pub event: &'a AuditEventV1,
+    pub event: &'a AuditEvent<Box<RawValue>>,
     pub operation: &'a str,
+    pub body: &'a str,
 }
 
 /// Rows per INSERT statement (17 parameters each).
@@ -36,24 +38,23 @@ pub async fn insert_many(
         let mut query = sqlx::query_as::<_, (String,)>(&sql);
         for c in chunk {
             let e = c.event;
-            let body = serde_json::to_string(e).map_err(corrupt)?;
             query = query
-                .bind(e.event_id.clone())
-                .bind(e.scope.workspace_id.clone())
+                .bind(e.event_id.as_str())
+                .bind(e.scope.workspace_id.as_str())
                 .bind(c.time_ms)
-                .bind(e.event_type.clone())
-                .bind(e.result.clone())
-                .bind(e.scope.agent_id.clone())
-                .bind(e.actor.id.clone())
-                .bind(e.resource.kind.clone())
-                .bind(e.resource.id.clone())
-                .bind(e.resource.name.clone())
-                .bind(e.producer.service.clone())
-                .bind(e.request.surface.clone())
-                .bind(c.operation.to_string())
-                .bind(e.correlation.trace_id.clone())
-                .bind(e.correlation.activity_id.clone())
-                .bind(body)
+                .bind(e.event_type.as_str())
+                .bind(e.result.as_str())
+                .bind(e.scope.agent_id.as_str())
+                .bind(e.actor.id.as_str())
+                .bind(e.resource.kind.as_str())
+                .bind(e.resource.id.as_str())
+                .bind(e.resource.name.as_str())
+                .bind(e.producer.service.as_str())
+                .bind(e.request.surface.as_str())
+                .bind(c.operation)
+                .bind(e.correlation.trace_id.as_str())
+                .bind(e.correlation.activity_id.as_str())
+                .bind(c.body)
                 .bind(now);
         }
         for (id,) in query.fetch_all(&mut *conn).await? {
@@ -286,13 +287,18 @@ mod tests {
         let store = Store::open(&url, Cipher::from_key(&[7; 32]), SqliteSync::Normal)
             .await
             .unwrap();
-        let events = events();
+        let events: Vec<_> = events()
+            .iter()
+            .map(|e| crate::audit::Incoming::from_event(e).unwrap())
+            .collect();
+        let bodies: Vec<_> = events.iter().map(|e| e.body().unwrap()).collect();
         let rows: Vec<Columns<'_>> = (0..)
-            .zip(&events)
-            .map(|(t, event)| Columns {
+            .zip(events.iter().zip(&bodies))
+            .map(|(t, (incoming, body))| Columns {
                 time_ms: 1_000 + t,
-                event,
+                event: &incoming.event,
                 operation: "",
+                body,
             })
             .collect();
         let mut tx = store.write_unscoped().await.unwrap();
