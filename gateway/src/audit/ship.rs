@@ -88,9 +88,21 @@ fn well_formed(lines: Vec<Vec<u8>>) -> (Vec<Vec<u8>>, usize) {
     (kept, bad)
 }
 
-/// Runs until `stop` flips, then makes one short last attempt to empty the spool.
+/// Runs until `stop` flips, then makes one short last attempt to empty the spool; the cursor
+/// is saved on the way out.
 pub async fn run(
     spool: Spool,
+    target: Target,
+    written: Arc<Notify>,
+    dropped: Arc<std::sync::atomic::AtomicU64>,
+    stop: watch::Receiver<bool>,
+) {
+    ship(&spool, target, written, dropped, stop).await;
+    spool.save_cursor();
+}
+
+async fn ship(
+    spool: &Spool,
     target: Target,
     written: Arc<Notify>,
     dropped: Arc<std::sync::atomic::AtomicU64>,
@@ -132,6 +144,8 @@ pub async fn run(
             if stopping {
                 return;
             }
+            // Nothing left to ship: the file catches up before waiting.
+            spool.save_cursor();
             let woke = tokio::select! {
                 _ = written.notified() => true,
                 _ = tokio::time::sleep(FLUSH_INTERVAL) => false,

@@ -3,6 +3,12 @@
 //! fresh segment, so a line cut short by a crash never has a successor in its file. The spool
 //! is bounded: past `max_bytes` the oldest segment is deleted and its unshipped events counted
 //! as dropped.
+//!
+//! While events flow, the cursor file is rewritten at most once every [`SAVE_EVERY`], and
+//! whenever the shipper runs out of events or stops: after a crash, up to that much already
+//! shipped is shipped again, which the control plane stores once (ingest is idempotent by
+//! event id), and its charges count twice in the counters seeded at start (stricter, never
+//! looser).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -16,6 +22,8 @@ use serde::{Deserialize, Serialize};
 const SEGMENT_BYTES: u64 = 4 * 1024 * 1024;
 /// How much of a segment one batch read looks at.
 const READ_WINDOW: u64 = 256 * 1024;
+/// How often the cursor file is rewritten while batches are acknowledged back to back.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
@@ -30,6 +38,9 @@ struct State {
     current: u64,
     file: Option<File>,
     cursor: Cursor,
+    /// The cursor in the file, and when it was written there.
+    saved: Cursor,
+    saved_at: Option<std::time::Instant>,
 }
 
 struct Inner {
@@ -131,6 +142,8 @@ impl Spool {
                 current,
                 file: Some(file),
                 cursor,
+                saved: cursor,
+                saved_at: None,
             }),
         })))
     }
@@ -272,7 +285,7 @@ impl Spool {
                 };
                 st.segments.remove(&cursor.seq);
                 let _ = fs::remove_file(&path);
-                persist(&self.0.dir, st.cursor);
+                self.save(&mut st);
             }
         }
     }
@@ -285,7 +298,23 @@ impl Spool {
             return;
         }
         st.cursor = next;
-        persist(&self.0.dir, next);
+        if st.saved_at.is_none_or(|at| at.elapsed() >= SAVE_EVERY) {
+            self.save(&mut st);
+        }
+    }
+
+    /// Writes the cursor to its file, unless the file holds it already.
+    pub fn save_cursor(&self) {
+        let mut st = self.state();
+        if st.cursor != st.saved {
+            self.save(&mut st);
+        }
+    }
+
+    fn save(&self, st: &mut State) {
+        persist(&self.0.dir, st.cursor);
+        st.saved = st.cursor;
+        st.saved_at = Some(std::time::Instant::now());
     }
 
     /// Bytes of events not yet shipped (approximately: whole segments after the cursor's).
@@ -393,6 +422,33 @@ mod tests {
             .collect();
         assert_eq!(rest, expected);
         assert_eq!(spool.pending_bytes(), 0);
+    }
+
+    #[test]
+    fn the_cursor_file_is_written_at_most_once_a_second_until_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
+        for i in 0..6 {
+            spool.append(&line(i)).unwrap();
+        }
+        let first = spool.read_batch(2).unwrap();
+        spool.advance(first.from, first.next);
+        let second = spool.read_batch(2).unwrap();
+        spool.advance(second.from, second.next);
+        let saved = || -> Cursor {
+            serde_json::from_slice(&fs::read(dir.path().join("cursor.json")).unwrap()).unwrap()
+        };
+        assert_eq!(
+            saved(),
+            first.next,
+            "the second batch came within the second"
+        );
+        // A crash now ships the second batch again.
+        let reopened = Spool::open(dir.path(), 1 << 30).unwrap();
+        assert_eq!(reopened.read_batch(10).unwrap().lines.len(), 4);
+        drop(reopened);
+        spool.save_cursor();
+        assert_eq!(saved(), second.next);
     }
 
     #[test]
