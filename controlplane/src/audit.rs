@@ -109,7 +109,8 @@ async fn write_now(
     events: &[Incoming],
 ) -> Result<std::collections::HashSet<String>, StoreError> {
     let now = now_ms();
-    let ops: Vec<String> = events.iter().map(Incoming::operation).collect();
+    let extras: Vec<(String, Vec<Charge>)> =
+        events.iter().map(Incoming::operation_and_charges).collect();
     let bodies = events
         .iter()
         .map(Incoming::body)
@@ -117,8 +118,8 @@ async fn write_now(
         .map_err(store::corrupt)?;
     let rows: Vec<store::audit::Columns<'_>> = events
         .iter()
-        .zip(ops.iter().zip(&bodies))
-        .map(|(e, (op, body))| store::audit::Columns {
+        .zip(extras.iter().zip(&bodies))
+        .map(|(e, ((op, _), body))| store::audit::Columns {
             time_ms: time_ms(&e.event.time).unwrap_or(now),
             event: &e.event,
             operation: op,
@@ -133,16 +134,16 @@ async fn write_now(
         // first: a batch is mostly calls on the same few quotas.
         let mut sums: std::collections::BTreeMap<(&str, &str, i64, &str), u64> = Default::default();
         let mut charged = std::collections::HashSet::new();
-        let charges: Vec<(&AuditEvent<_>, Vec<Charge>)> = events
+        let charges = events
             .iter()
-            .filter(|e| {
+            .zip(&extras)
+            .filter(|(e, _)| {
                 e.event.event_type == audit::types::MODEL_CALL
                     && ids.contains(&e.event.event_id)
                     && charged.insert(e.event.event_id.as_str())
             })
-            .map(|e| (&e.event, e.charges()))
-            .collect();
-        for (e, list) in &charges {
+            .map(|(e, (_, charges))| (&e.event, charges));
+        for (e, list) in charges {
             for c in list {
                 let key = (
                     e.scope.workspace_id.as_str(),

@@ -93,27 +93,21 @@ impl Incoming {
         serde_json::from_str(&self.body()?)
     }
 
-    /// The operation the event is about: the RPC method, else the payload's `operation`.
-    pub fn operation(&self) -> String {
-        if !self.event.request.rpc_method.is_empty() {
-            return self.event.request.rpc_method.clone();
-        }
-        match self.payload_fields().and_then(|p| p.operation) {
+    /// What is stored besides the event: the operation it is about (the RPC method, else the
+    /// payload's `operation`), and the charges it carries (none when absent or not charges).
+    /// The payload is read once for both.
+    pub fn operation_and_charges(&self) -> (String, Vec<Charge>) {
+        let fields: Option<PayloadFields> = serde_json::from_str(self.event.payload.get()).ok();
+        let (operation, charges) = fields.map_or((None, None), |p| (p.operation, p.charges));
+        let operation = match operation {
+            _ if !self.event.request.rpc_method.is_empty() => self.event.request.rpc_method.clone(),
             Some(Value::String(op)) => op,
             _ => String::new(),
-        }
-    }
-
-    /// The charges a model call carries; none when they are absent or not charges.
-    pub fn charges(&self) -> Vec<Charge> {
-        self.payload_fields()
-            .and_then(|p| p.charges)
+        };
+        let charges = charges
             .and_then(|c| serde_json::from_str(c.get()).ok())
-            .unwrap_or_default()
-    }
-
-    fn payload_fields(&self) -> Option<PayloadFields> {
-        serde_json::from_str(self.event.payload.get()).ok()
+            .unwrap_or_default();
+        (operation, charges)
     }
 }
 
@@ -167,8 +161,8 @@ mod tests {
             r#"{{"operation":"Op","charges":[{charge}],"other":{{"deep":[1]}}}}"#
         )))
         .unwrap();
-        assert_eq!(good.events[0].operation(), "Op");
-        let charges = good.events[0].charges();
+        let (operation, charges) = good.events[0].operation_and_charges();
+        assert_eq!(operation, "Op");
         assert_eq!(charges.len(), 1);
         assert_eq!((charges[0].quota_id.as_str(), charges[0].micros), ("q1", 7));
 
@@ -179,8 +173,9 @@ mod tests {
             "\"text\"",
         ] {
             let odd = batch(&event_text(payload)).unwrap();
-            assert_eq!(odd.events[0].operation(), "", "{payload}");
-            assert!(odd.events[0].charges().is_empty(), "{payload}");
+            let (operation, charges) = odd.events[0].operation_and_charges();
+            assert_eq!(operation, "", "{payload}");
+            assert!(charges.is_empty(), "{payload}");
         }
     }
 
@@ -200,7 +195,7 @@ mod tests {
             ..Default::default()
         };
         let incoming = Incoming::from_event(&e).unwrap();
-        assert_eq!(incoming.operation(), "CreateAgent");
+        assert_eq!(incoming.operation_and_charges().0, "CreateAgent");
         assert_eq!(incoming.to_event().unwrap(), e);
     }
 }

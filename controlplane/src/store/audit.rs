@@ -14,8 +14,9 @@ pub struct Columns<'a> {
     pub body: &'a str,
 }
 
-/// Rows per INSERT statement (17 parameters each).
-const ROWS_PER_STATEMENT: usize = 16;
+/// Rows per INSERT statement (17 parameters each); every row count up to it is a prepared
+/// statement of its own in the connection's cache.
+const ROWS_PER_STATEMENT: usize = 32;
 const COLUMNS: usize = 17;
 
 /// Stores events in multi-row statements; returns the ids that were new (an id already
@@ -28,13 +29,24 @@ pub async fn insert_many(
 ) -> Result<std::collections::HashSet<String>, StoreError> {
     let mut stored = std::collections::HashSet::new();
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut sql = String::from(
-            "INSERT INTO audit_events (event_id, workspace_id, time_ms, type, result, agent_id, \
+        // On SQLite, `OR IGNORE` rather than `ON CONFLICT … DO NOTHING`: a statement that cannot
+        // abort halfway needs no statement journal, which copied every page the statement
+        // touched first (every value bound is set, so the other constraints it also ignores
+        // never fail).
+        let mut sql = String::from(match backend {
+            Backend::Sqlite => "INSERT OR IGNORE",
+            Backend::Postgres => "INSERT",
+        });
+        sql.push_str(
+            " INTO audit_events (event_id, workspace_id, time_ms, type, result, agent_id, \
              actor_id, resource_kind, resource_id, resource_name, producer_service, surface, \
              operation, trace_id, activity_id, body, ingested_at) VALUES ",
         );
         push_placeholders(&mut sql, backend, chunk.len());
-        sql.push_str(" ON CONFLICT (event_id) DO NOTHING RETURNING event_id");
+        sql.push_str(match backend {
+            Backend::Sqlite => " RETURNING event_id",
+            Backend::Postgres => " ON CONFLICT (event_id) DO NOTHING RETURNING event_id",
+        });
         let mut query = sqlx::query_as::<_, (String,)>(&sql);
         for c in chunk {
             let e = c.event;
@@ -306,6 +318,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(stored.len(), 3003);
+        let again = insert_many(tx.conn(), Backend::Sqlite, &rows[2990..], 0)
+            .await
+            .unwrap();
+        assert!(again.is_empty(), "stored events are not stored again");
         analyze(tx.conn(), Backend::Sqlite).await.unwrap();
         tx.commit().await.unwrap();
 
