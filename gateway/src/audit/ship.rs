@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
-use super::spool::Spool;
+use super::spool::{Batch, Spool};
 
 /// The spec's client defaults: batch size 100, flush interval 5 s.
 pub const BATCH: usize = 100;
@@ -41,16 +41,7 @@ enum Sent {
     Failed(String),
 }
 
-async fn send(http: &reqwest::Client, target: &Target, lines: &[Vec<u8>]) -> Sent {
-    let mut body = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum::<usize>() + 16);
-    body.extend_from_slice(b"{\"events\":[");
-    for (i, line) in lines.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(line);
-    }
-    body.extend_from_slice(b"]}");
+async fn send(http: &reqwest::Client, target: &Target, body: Vec<u8>) -> Sent {
     let response = http
         .post(&target.url)
         .bearer_auth(&target.token)
@@ -74,18 +65,27 @@ async fn send(http: &reqwest::Client, target: &Target, lines: &[Vec<u8>]) -> Sen
     }
 }
 
-/// Keeps only lines that are JSON objects (checked without building them); what a crash
-/// garbled cannot be ingested.
-fn well_formed(lines: Vec<Vec<u8>>) -> (Vec<Vec<u8>>, usize) {
-    let before = lines.len();
-    let kept: Vec<Vec<u8>> = lines
-        .into_iter()
-        .filter(|l| {
-            l.first() == Some(&b'{') && serde_json::from_slice::<serde::de::IgnoredAny>(l).is_ok()
-        })
-        .collect();
-    let bad = before - kept.len();
-    (kept, bad)
+/// The request body for a batch: its lines that are JSON objects (checked without building
+/// them; what a crash garbled cannot be ingested), with how many that is and how many were not.
+fn ingest_body(batch: &Batch) -> (Vec<u8>, usize, usize) {
+    let mut body = Vec::with_capacity(batch.lines().map(|l| l.len() + 1).sum::<usize>() + 16);
+    body.extend_from_slice(b"{\"events\":[");
+    let (mut kept, mut bad) = (0, 0);
+    for line in batch.lines() {
+        if line.first() != Some(&b'{')
+            || serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err()
+        {
+            bad += 1;
+            continue;
+        }
+        if kept > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(line);
+        kept += 1;
+    }
+    body.extend_from_slice(b"]}");
+    (body, kept, bad)
 }
 
 /// Runs until `stop` flips, then makes one short last attempt to empty the spool; the cursor
@@ -140,7 +140,7 @@ async fn ship(
                 continue;
             }
         };
-        if batch.lines.is_empty() {
+        if batch.is_empty() {
             if stopping {
                 return;
             }
@@ -157,20 +157,20 @@ async fn ship(
             }
             continue;
         }
-        let (lines, bad) = well_formed(batch.lines);
+        let (body, events, bad) = ingest_body(&batch);
         if bad > 0 {
             tracing::error!(bad, "Unreadable lines in the audit spool were skipped.");
             dropped.fetch_add(bad as u64, std::sync::atomic::Ordering::Relaxed);
         }
-        let sent = if lines.is_empty() {
+        let sent = if events == 0 {
             Sent::Acknowledged
         } else if stopping {
-            match tokio::time::timeout(FINAL_ATTEMPT, send(&http, &target, &lines)).await {
+            match tokio::time::timeout(FINAL_ATTEMPT, send(&http, &target, body)).await {
                 Ok(s) => s,
                 Err(_) => Sent::Failed("timed out".into()),
             }
         } else {
-            send(&http, &target, &lines).await
+            send(&http, &target, body).await
         };
         match sent {
             Sent::Acknowledged => {
@@ -179,11 +179,11 @@ async fn ship(
             }
             Sent::Refused(why) => {
                 tracing::error!(
-                    events = lines.len(),
+                    events,
                     why,
                     "The control plane refused an audit batch; it is dropped."
                 );
-                dropped.fetch_add(lines.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                dropped.fetch_add(events as u64, std::sync::atomic::Ordering::Relaxed);
                 spool.advance(batch.from, batch.next);
             }
             Sent::Failed(why) => {
@@ -207,5 +207,27 @@ async fn ship(
                 backoff = (backoff * 2).min(FLUSH_INTERVAL);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_ships_its_well_formed_lines_and_counts_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
+        spool
+            .append(b"{\"n\":1}\n  {\"n\":2} \n{\"n\":\n[3]\n\n{\"n\":4}\n")
+            .unwrap();
+        let batch = spool.read_batch(10).unwrap();
+        let (body, kept, bad) = ingest_body(&batch);
+        assert_eq!((kept, bad), (3, 2));
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"events": [{"n": 1}, {"n": 2}, {"n": 4}]})
+        );
     }
 }

@@ -55,10 +55,36 @@ pub struct Spool(Arc<Inner>);
 
 /// Events read for shipping, as raw JSON lines, and where the cursor goes once they are sent.
 pub struct Batch {
-    pub lines: Vec<Vec<u8>>,
+    /// What was read of the segment; the lines are ranges of it.
+    data: Vec<u8>,
+    lines: Vec<std::ops::Range<usize>>,
     /// Where the lines start; [`Spool::advance`] takes it back.
     pub from: Cursor,
     pub next: Cursor,
+}
+
+impl Batch {
+    fn empty(at: Cursor) -> Self {
+        Self {
+            data: Vec::new(),
+            lines: Vec::new(),
+            from: at,
+            next: at,
+        }
+    }
+
+    /// The lines, without their line ends.
+    pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
+        self.lines.iter().map(|r| &self.data[r.clone()])
+    }
+
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
 }
 
 fn segment_path(dir: &Path, seq: u64) -> PathBuf {
@@ -228,48 +254,42 @@ impl Spool {
             };
             let Some(size) = size else {
                 // Its segment was dropped under us; the bound moved the cursor already.
-                return Ok(Batch {
-                    lines: Vec::new(),
-                    from: cursor,
-                    next: cursor,
-                });
+                return Ok(Batch::empty(cursor));
             };
             let path = segment_path(&self.0.dir, cursor.seq);
-            let mut lines = Vec::new();
+            let mut batch = Batch::empty(cursor);
             let mut consumed = 0u64;
-            let mut window = READ_WINDOW;
-            while lines.is_empty() && cursor.offset + consumed < size {
-                let mut data = Vec::new();
+            let mut window = READ_WINDOW.min(size.saturating_sub(cursor.offset));
+            while batch.is_empty() && cursor.offset + consumed < size {
+                batch.data = Vec::with_capacity(usize::try_from(window).unwrap_or(usize::MAX));
                 let mut f = File::open(&path)?;
                 f.seek(SeekFrom::Start(cursor.offset))?;
-                f.take(window).read_to_end(&mut data)?;
-                for line in data.split_inclusive(|b| *b == b'\n') {
-                    if line.last() != Some(&b'\n') || lines.len() == max {
+                f.take(window).read_to_end(&mut batch.data)?;
+                let mut start = 0;
+                for line in batch.data.split_inclusive(|b| *b == b'\n') {
+                    if line.last() != Some(&b'\n') || batch.lines.len() == max {
                         break;
                     }
                     consumed += line.len() as u64;
-                    let body = line.trim_ascii();
+                    let body = trimmed(start, line);
                     if !body.is_empty() {
-                        lines.push(body.to_vec());
+                        batch.lines.push(body);
                     }
+                    start += line.len();
                 }
-                if lines.is_empty() && (data.len() as u64) < window {
+                if batch.is_empty() && (batch.data.len() as u64) < window {
                     break; // only an incomplete line is left
                 }
-                if lines.is_empty() {
+                if batch.is_empty() {
                     window = window.saturating_mul(4);
                 }
             }
-            let next = Cursor {
+            batch.next = Cursor {
                 seq: cursor.seq,
                 offset: cursor.offset + consumed,
             };
-            if !lines.is_empty() || cursor.seq == current {
-                return Ok(Batch {
-                    lines,
-                    from: cursor,
-                    next,
-                });
+            if !batch.is_empty() || cursor.seq == current {
+                return Ok(batch);
             }
             // A closed segment with nothing complete left: move on to the next one.
             let mut st = self.state();
@@ -364,6 +384,13 @@ impl Spool {
     }
 }
 
+/// Where `line`, found at `start`, lies once trimmed of white space.
+fn trimmed(start: usize, line: &[u8]) -> std::ops::Range<usize> {
+    let lead = line.len() - line.trim_ascii_start().len();
+    let body = line.trim_ascii().len();
+    start + lead..start + lead + body
+}
+
 fn persist(dir: &Path, cursor: Cursor) {
     let tmp = dir.join("cursor.json.tmp");
     let write = serde_json::to_vec(&cursor)
@@ -387,10 +414,10 @@ mod tests {
         let mut all = Vec::new();
         loop {
             let b = spool.read_batch(7).unwrap();
-            if b.lines.is_empty() {
+            if b.is_empty() {
                 return all;
             }
-            all.extend(b.lines);
+            all.extend(b.lines().map(<[u8]>::to_vec));
             spool.advance(b.from, b.next);
         }
     }
@@ -403,7 +430,7 @@ mod tests {
             spool.append(&line(i)).unwrap();
         }
         let first = spool.read_batch(4).unwrap();
-        assert_eq!(first.lines.len(), 4);
+        assert_eq!(first.len(), 4);
         spool.advance(first.from, first.next);
         drop(spool);
         // A partial line left by a crash is skipped, not shipped.
@@ -445,7 +472,7 @@ mod tests {
         );
         // A crash now ships the second batch again.
         let reopened = Spool::open(dir.path(), 1 << 30).unwrap();
-        assert_eq!(reopened.read_batch(10).unwrap().lines.len(), 4);
+        assert_eq!(reopened.read_batch(10).unwrap().len(), 4);
         drop(reopened);
         spool.save_cursor();
         assert_eq!(saved(), second.next);
@@ -456,7 +483,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spool = Spool::open(dir.path(), 1 << 30).unwrap();
         spool.append(b"{\"n\":1}\n{\"n\":").unwrap();
-        assert_eq!(spool.read_batch(10).unwrap().lines.len(), 1);
+        assert_eq!(spool.read_batch(10).unwrap().len(), 1);
         let dir = tempfile::tempdir().unwrap();
         // Segments of 4 KiB, bound 40 KiB: writing 100 KiB drops roughly 60 KiB of events.
         let spool = Spool::open(dir.path(), 40 * 1024).unwrap();
