@@ -216,15 +216,19 @@ fn parse_body<T: DeserializeOwned>(body: &[u8], keep_empty: Option<&[&str]>) -> 
             serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
         }
     };
-    result.map_err(|e| {
-        let path = e.path().to_string();
-        let detail = strip_position(&e.into_inner().to_string());
-        if path == "." {
-            invalid(format!("invalid request body: {detail}"))
-        } else {
-            invalid(format!("invalid request body: field {path}: {detail}"))
-        }
-    })
+    result.map_err(|e| invalid(format!("invalid request body: {}", field_error(e))))
+}
+
+/// What a parser refused, naming the field (`field a.b: detail`; the detail alone at the top),
+/// without serde_json's position.
+pub(crate) fn field_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> String {
+    let path = e.path().to_string();
+    let detail = strip_position(&e.into_inner().to_string());
+    if path == "." {
+        detail
+    } else {
+        format!("field {path}: {detail}")
+    }
 }
 
 /// serde_json appends " at line 1 column 42"; the field path says more.

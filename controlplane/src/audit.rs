@@ -65,14 +65,18 @@ pub fn time_ms(text: &str) -> Option<i64> {
 
 /// The operation an event is about: the RPC method, else the payload's `operation`.
 pub fn operation(e: &AuditEventV1) -> String {
-    if !e.request.rpc_method.is_empty() {
-        return e.request.rpc_method.clone();
+    operation_of(
+        &e.request.rpc_method,
+        e.payload.get("operation").and_then(Value::as_str),
+    )
+}
+
+fn operation_of(rpc_method: &str, payload_operation: Option<&str>) -> String {
+    if rpc_method.is_empty() {
+        payload_operation.unwrap_or_default().to_string()
+    } else {
+        rpc_method.to_string()
     }
-    e.payload
-        .get("operation")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// Stores events made in this process; see [`store_incoming`].

@@ -47,21 +47,7 @@ fn parse_envelope(text: &str) -> Result<AuditEvent<Box<RawValue>>, String> {
         return Ok(event);
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    match serde_path_to_error::deserialize::<_, AuditEvent<Box<RawValue>>>(&mut de) {
-        Ok(event) => Ok(event),
-        Err(e) => {
-            let path = e.path().to_string();
-            let message = e.into_inner().to_string();
-            let message = message
-                .rfind(" at line ")
-                .map_or(message.as_str(), |i| &message[..i]);
-            Err(if path == "." {
-                message.to_string()
-            } else {
-                format!("{path}: {message}")
-            })
-        }
-    }
+    serde_path_to_error::deserialize(&mut de).map_err(crate::api::field_error)
 }
 
 impl Incoming {
@@ -99,11 +85,10 @@ impl Incoming {
     pub fn operation_and_charges(&self) -> (String, Vec<Charge>) {
         let fields: Option<PayloadFields> = serde_json::from_str(self.event.payload.get()).ok();
         let (operation, charges) = fields.map_or((None, None), |p| (p.operation, p.charges));
-        let operation = match operation {
-            _ if !self.event.request.rpc_method.is_empty() => self.event.request.rpc_method.clone(),
-            Some(Value::String(op)) => op,
-            _ => String::new(),
-        };
+        let operation = super::operation_of(
+            &self.event.request.rpc_method,
+            operation.as_ref().and_then(Value::as_str),
+        );
         let charges = charges
             .and_then(|c| serde_json::from_str(c.get()).ok())
             .unwrap_or_default();
@@ -183,7 +168,10 @@ mod tests {
     fn a_malformed_envelope_names_its_field() {
         let text = event_text("{}").replace("\"workspace_id\":\"w1\"", "\"workspace_id\":3");
         let err = batch(&text).err().unwrap().to_string();
-        assert!(err.contains("scope.workspace_id: invalid type"), "{err}");
+        assert!(
+            err.contains("field scope.workspace_id: invalid type"),
+            "{err}"
+        );
         assert!(err.matches(" at line ").count() <= 1, "{err}");
     }
 
