@@ -4,6 +4,7 @@
 
 mod actas;
 pub mod compile;
+mod entities;
 pub mod lkg;
 mod model;
 pub mod sync;
@@ -24,7 +25,7 @@ use portcullis_shared::api::gateways::GatewayState;
 use portcullis_shared::api::pools::PoolStrategy;
 use portcullis_shared::provider::Provider;
 
-pub use compile::compile;
+pub use compile::{compile, compile_from};
 pub use model::filter_window;
 
 use crate::cloud::cache::Expiring;
@@ -362,6 +363,8 @@ pub struct PoolEntry {
 pub struct AgentEntry {
     pub id: String,
     pub name: String,
+    /// The parent the snapshot names (its Cedar entity holds every ancestor).
+    pub parent_id: Option<String>,
     pub status: AgentStatus,
     pub uid: EntityUid,
     /// The agent's own bundle and its agent-scoped admin bundles, each shared with the

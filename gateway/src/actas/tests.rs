@@ -30,6 +30,7 @@ mod unit {
         AgentEntry {
             id: "a".into(),
             name: "a".into(),
+            parent_id: None,
             status: AgentStatus::Active,
             uid: uid(Kind::Agent, "a"),
             policies: Vec::new(),

@@ -1,12 +1,12 @@
 //! `Snapshot → compile() → Compiled`: everything a request needs, built once per revision off
 //! the request path: key lookup, each rule bundle's policies validated against the schema
-//! (shared across snapshots while its text stays the same), Cedar entities, routing tables,
-//! upstream URLs and credential headers. A snapshot with any error is refused whole.
+//! (shared across snapshots while its text stays the same), Cedar entities (shared with the
+//! current snapshot where unchanged, [`super::entities`]), routing tables, upstream URLs and
+//! credential headers. A snapshot with any error is refused whole.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cedar_policy::{Entities, Entity};
 use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::rules::BundleScope;
 use portcullis_shared::api::{AuthMethod, CredentialType};
@@ -16,23 +16,21 @@ use portcullis_shared::snapshot::{SnapActAsProvider, Snapshot};
 use super::*;
 
 pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<String>> {
+    compile_from(snap, runtime, None)
+}
+
+/// Compiles a snapshot that follows `current`, sharing what has not changed with it.
+pub fn compile_from(
+    snap: &Snapshot,
+    runtime: &Runtime,
+    current: Option<&Compiled>,
+) -> Result<Compiled, Vec<String>> {
     let mut errors = Vec::new();
-    let mut entities: Vec<Entity> = Vec::with_capacity(
-        snap.agents.len() + snap.models.len() + snap.pools.len() + snap.gateways.len(),
-    );
-    let mut push_entity = |e: Result<Entity, String>, errors: &mut Vec<String>| match e {
-        Ok(e) => entities.push(e),
-        Err(e) => errors.push(e),
-    };
 
     let mut models: HashMap<&str, Arc<ModelEntry>> = HashMap::new();
     for m in &snap.models {
         match super::model::model_entry(m, runtime) {
             Ok(entry) => {
-                push_entity(
-                    policy::model_entity(&m.name, &m.provider, &m.attributes),
-                    &mut errors,
-                );
                 models.insert(&m.connection_id, Arc::new(entry));
             }
             Err(e) => errors.push(format!("model {}: {e}", m.name)),
@@ -55,7 +53,6 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
                 )),
             }
         }
-        push_entity(policy::pool_entity(&p.name), &mut errors);
         pools.insert(
             &p.pool_id,
             Arc::new(PoolEntry {
@@ -115,14 +112,6 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         match tool_entry(t) {
             Ok(entry) => {
                 let entry = Arc::new(entry);
-                push_entity(policy::tool_connection_entity(&t.name), &mut errors);
-                for c in &t.catalog {
-                    let write = t.write_tools.contains(&c.name);
-                    push_entity(
-                        policy::tool_entity(&t.name, &c.name, c.status.as_str(), write),
-                        &mut errors,
-                    );
-                }
                 tools_by_id.insert(&t.connection_id, entry.clone());
                 tools.insert(t.name.clone(), entry);
             }
@@ -168,7 +157,6 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         }
         target_names.sort();
         let policies = by_gateway.remove(g.gateway_id.as_str()).unwrap_or_default();
-        push_entity(policy::gateway_entity(&g.gateway_id, &g.name), &mut errors);
         let tool_sources: std::collections::HashSet<String> =
             g.tool_sources.iter().cloned().collect();
         let tool_members: std::collections::HashSet<(String, String)> = g
@@ -234,13 +222,10 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
                 errors.push(format!("agent {}: a key hash appears twice", a.name));
             }
         }
-        push_entity(
-            policy::agent_entity(&a.agent_id, &a.name, a.parent_id.as_deref()),
-            &mut errors,
-        );
         agents.push(AgentEntry {
             id: a.agent_id.clone(),
             name: a.name.clone(),
+            parent_id: a.parent_id.clone(),
             status: a.status,
             uid: policy::uid(Kind::Agent, &a.agent_id),
             policies,
@@ -256,16 +241,7 @@ pub fn compile(snap: &Snapshot, runtime: &Runtime) -> Result<Compiled, Vec<Strin
         });
     }
 
-    let entities = match policy::schema() {
-        Ok(schema) => Entities::from_entities(entities, Some(schema)).unwrap_or_else(|e| {
-            errors.push(format!("entities: {e}"));
-            Entities::empty()
-        }),
-        Err(e) => {
-            errors.push(e.to_string());
-            Entities::empty()
-        }
-    };
+    let entities = super::entities::store(snap, current, &mut errors);
 
     if !errors.is_empty() {
         return Err(errors);

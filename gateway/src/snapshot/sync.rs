@@ -13,8 +13,9 @@ const WAIT_SECONDS: u32 = 25;
 
 /// Compiles and swaps in a snapshot; refuses it (keeping the current one) when invalid.
 pub fn apply(gateway: &Gateway, snapshot: &Snapshot) -> bool {
+    let current = gateway.current();
     let started = std::time::Instant::now();
-    match super::compile(snapshot, &gateway.runtime) {
+    match super::compile_from(snapshot, &gateway.runtime, current.as_deref()) {
         Ok(compiled) => {
             let compile_ms = started.elapsed().as_secs_f64() * 1000.0;
             let revision = compiled.revision;

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{compile, Credential, Endpoint, Runtime, Target};
 
-fn snapshot(policies: &str) -> Snapshot {
+pub(super) fn snapshot(policies: &str) -> Snapshot {
     let secrets: BTreeMap<String, String> = [(
         "Authorization".to_string(),
         "Bearer sk-test-12345".to_string(),
