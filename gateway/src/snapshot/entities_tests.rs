@@ -209,13 +209,7 @@ fn many_changes_or_a_repeated_entity_are_built_from_nothing() {
     let current = built(&snap, None);
     snap.agents.push(agent("a0", Some("a2")));
     assert!(changes(&snap, &current).is_none(), "a0 twice");
-    let errors = compile_from(&snap, &Runtime::default(), Some(&current))
-        .err()
-        .unwrap();
-    assert!(
-        errors.iter().any(|e| e.starts_with("entities:")),
-        "the build names the conflict: {errors:?}"
-    );
+    assert!(refuses_entities(&snap, &current), "the build names the conflict");
 }
 
 #[test]
@@ -223,11 +217,13 @@ fn a_cycle_is_refused_after_an_update_too() {
     let mut snap = workspace(3);
     let current = built(&snap, None);
     find(&mut snap, "a0").parent_id = Some("a2".into());
-    let errors = compile_from(&snap, &Runtime::default(), Some(&current))
+    assert!(refuses_entities(&snap, &current));
+}
+
+/// Whether the snapshot is refused for its entities, after `current`.
+fn refuses_entities(snap: &Snapshot, current: &Compiled) -> bool {
+    let errors = compile_from(snap, &Runtime::default(), Some(current))
         .err()
-        .unwrap();
-    assert!(
-        errors.iter().any(|e| e.starts_with("entities:")),
-        "{errors:?}"
-    );
+        .unwrap_or_default();
+    errors.iter().any(|e| e.starts_with("entities:"))
 }
