@@ -7,6 +7,9 @@ use portcullis_shared::snapshot::{SnapAgent, SnapCatalogEntry, SnapTool, Snapsho
 use super::changes;
 use crate::snapshot::{compile_from, Compiled, Runtime};
 
+/// A change a revision brings, named for the failure message.
+type Step = (&'static str, Box<dyn Fn(&mut Snapshot)>);
+
 fn agent(id: &str, parent: Option<&str>) -> SnapAgent {
     let mut a = crate::snapshot::tests::snapshot("").agents.remove(0);
     a.agent_id = id.into();
@@ -49,7 +52,7 @@ fn built(snap: &Snapshot, current: Option<&Compiled>) -> Compiled {
 
 /// Applies each change in turn, checking after each that the store updated from the last one
 /// holds what a build from nothing holds (attributes, tags and every ancestor).
-fn walk(mut snap: Snapshot, steps: Vec<(&str, Box<dyn Fn(&mut Snapshot)>)>) {
+fn walk(mut snap: Snapshot, steps: Vec<Step>) {
     let mut current = built(&snap, None);
     for (what, change) in steps {
         change(&mut snap);
@@ -151,7 +154,7 @@ fn a_long_run_of_random_changes_keeps_the_store_exact() {
         state ^= state << 17;
         (state % n as u64) as usize
     };
-    let mut steps: Vec<(&str, Box<dyn Fn(&mut Snapshot)>)> = Vec::new();
+    let mut steps: Vec<Step> = Vec::new();
     for step in 0..150 {
         let (a, b, kind) = (next(40), next(40), next(4));
         let change: Box<dyn Fn(&mut Snapshot)> = match kind {
@@ -209,7 +212,10 @@ fn many_changes_or_a_repeated_entity_are_built_from_nothing() {
     let current = built(&snap, None);
     snap.agents.push(agent("a0", Some("a2")));
     assert!(changes(&snap, &current).is_none(), "a0 twice");
-    assert!(refuses_entities(&snap, &current), "the build names the conflict");
+    assert!(
+        refuses_entities(&snap, &current),
+        "the build names the conflict"
+    );
 }
 
 #[test]
