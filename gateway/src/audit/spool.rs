@@ -386,9 +386,9 @@ impl Spool {
 
 /// Where `line`, found at `start`, lies once trimmed of white space.
 fn trimmed(start: usize, line: &[u8]) -> std::ops::Range<usize> {
-    let lead = line.len() - line.trim_ascii_start().len();
-    let body = line.trim_ascii().len();
-    start + lead..start + lead + body
+    let rest = line.trim_ascii_start();
+    let from = start + line.len() - rest.len();
+    from..from + rest.trim_ascii_end().len()
 }
 
 fn persist(dir: &Path, cursor: Cursor) {
@@ -410,6 +410,15 @@ mod tests {
         format!("{{\"n\":{i}}}\n").into_bytes()
     }
 
+    /// A spool in `dir` holding the events `range`.
+    fn spool_with(dir: &Path, range: std::ops::Range<usize>) -> Spool {
+        let spool = Spool::open(dir, 1 << 30).unwrap();
+        for i in range {
+            spool.append(&line(i)).unwrap();
+        }
+        spool
+    }
+
     fn drain(spool: &Spool) -> Vec<Vec<u8>> {
         let mut all = Vec::new();
         loop {
@@ -425,10 +434,7 @@ mod tests {
     #[test]
     fn ships_everything_once_across_reopens() {
         let dir = tempfile::tempdir().unwrap();
-        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
-        for i in 0..10 {
-            spool.append(&line(i)).unwrap();
-        }
+        let spool = spool_with(dir.path(), 0..10);
         let first = spool.read_batch(4).unwrap();
         assert_eq!(first.len(), 4);
         spool.advance(first.from, first.next);
@@ -439,10 +445,7 @@ mod tests {
             .open(segment_path(dir.path(), 1))
             .unwrap();
         old.write_all(b"{\"n\":").unwrap();
-        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
-        for i in 10..15 {
-            spool.append(&line(i)).unwrap();
-        }
+        let spool = spool_with(dir.path(), 10..15);
         let rest = drain(&spool);
         let expected: Vec<Vec<u8>> = (4..15)
             .map(|i| line(i)[..line(i).len() - 1].to_vec())
@@ -454,10 +457,7 @@ mod tests {
     #[test]
     fn the_cursor_file_is_written_at_most_once_a_second_until_saved() {
         let dir = tempfile::tempdir().unwrap();
-        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
-        for i in 0..6 {
-            spool.append(&line(i)).unwrap();
-        }
+        let spool = spool_with(dir.path(), 0..6);
         let first = spool.read_batch(2).unwrap();
         spool.advance(first.from, first.next);
         let second = spool.read_batch(2).unwrap();

@@ -115,10 +115,10 @@ fn changes(snap: &Snapshot, current: &Compiled) -> Option<Changes> {
     let mut seen = HashSet::new();
     let mut upserts = Vec::new();
     let mut replaced = 0;
-    // Records an entity of the snapshot; false when a build from nothing is due.
-    let mut note = |uid: EntityUid, changed: Option<Entity>| {
-        let stored = store.get(&uid).is_some();
-        if let Some(entity) = changed {
+    // Records an entity of the snapshot, with its new version if it is not the stored one
+    // (and whether one is stored); false when a build from nothing is due.
+    let mut note = |uid: EntityUid, changed: Option<(Entity, bool)>| {
+        if let Some((entity, stored)) = changed {
             replaced += usize::from(stored);
             upserts.push(entity);
         }
@@ -127,24 +127,23 @@ fn changes(snap: &Snapshot, current: &Compiled) -> Option<Changes> {
     for entity in others(snap) {
         let entity = entity.ok()?;
         let uid = entity.uid();
-        let same = store
-            .get(&uid)
-            .is_some_and(|stored| stored.deep_eq(&entity));
-        if !note(uid, (!same).then_some(entity)) {
+        let changed = match store.get(&uid) {
+            Some(stored) if stored.deep_eq(&entity) => None,
+            stored => Some((entity, stored.is_some())),
+        };
+        if !note(uid, changed) {
             return None;
         }
     }
     for a in &snap.agents {
         let uid = policy::uid(Kind::Agent, &a.agent_id);
-        let same = current
+        let kept = current
             .agent_ids
             .get(&a.agent_id)
-            .and_then(|&i| current.agents.get(i))
-            .is_some_and(|kept| kept.name == a.name && kept.parent_id == a.parent_id);
-        let changed = if same {
-            None
-        } else {
-            Some(agent_entity(a).ok()?)
+            .and_then(|&i| current.agents.get(i));
+        let changed = match kept {
+            Some(kept) if kept.name == a.name && kept.parent_id == a.parent_id => None,
+            kept => Some((agent_entity(a).ok()?, kept.is_some())),
         };
         if !note(uid, changed) {
             return None;
