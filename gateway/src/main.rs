@@ -4,12 +4,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use mimalloc::MiMalloc;
 use portcullis_gateway::Config;
 use serde::Serialize;
 
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser, Serialize)]
 #[command(
