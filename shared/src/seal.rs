@@ -85,22 +85,26 @@ impl Cipher {
 
     /// [`Cipher::seal`] of a large value, written to `out` as it is encoded: the plaintext
     /// is encrypted in its own buffer and no other copy of it is made.
+    /// Seals `plaintext` in place and writes it to `out` in [`Cipher::seal`]'s format, so a
+    /// large value is never copied.
     pub fn seal_into(
         &self,
         aad: &str,
-        mut plaintext: Vec<u8>,
+        plaintext: &mut [u8],
         out: &mut impl std::io::Write,
     ) -> std::io::Result<()> {
         use std::io::Write;
         let mut nonce = [0u8; NONCE_LEN];
         rand::rngs::OsRng.fill_bytes(&mut nonce);
-        self.aead
-            .encrypt_in_place(Nonce::from_slice(&nonce), aad.as_bytes(), &mut plaintext)
+        let tag = self
+            .aead
+            .encrypt_in_place_detached(Nonce::from_slice(&nonce), aad.as_bytes(), plaintext)
             .map_err(|_| std::io::Error::other(SealError::Seal))?;
         out.write_all(VERSION.as_bytes())?;
         let mut encoder = base64::write::EncoderWriter::new(out, &B64);
         encoder.write_all(&nonce)?;
-        encoder.write_all(&plaintext)?;
+        encoder.write_all(plaintext)?;
+        encoder.write_all(&tag)?;
         encoder.finish()?;
         Ok(())
     }
@@ -133,7 +137,9 @@ mod tests {
         let cipher = Cipher::derived("label", "secret");
         let value = vec![7u8; 100_003];
         let mut out = Vec::new();
-        cipher.seal_into("aad", value.clone(), &mut out).unwrap();
+        cipher
+            .seal_into("aad", &mut value.clone(), &mut out)
+            .unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(cipher.open("aad", &text).unwrap(), value);
         assert_eq!(cipher.open("other", &text), Err(SealError::Open));

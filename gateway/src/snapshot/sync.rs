@@ -105,26 +105,12 @@ pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<b
         };
         let failing = &gateway.sync_failing_since;
         match fetch(outcome).await {
-            Ok(reply) => {
+            Ok((reply, body)) => {
                 failing.store(0, std::sync::atomic::Ordering::Relaxed);
                 backoff = Duration::from_millis(250);
                 if let Some(snapshot) = reply.snapshot {
                     seen = Some(snapshot.revision);
-                    let before = gateway.current();
-                    if apply(&gateway, &snapshot) {
-                        if let Some(current) = gateway.current() {
-                            if let Some(before) = &before {
-                                gateway.credentials.forget_changed(before, &current);
-                            }
-                            crate::mcp::discovery::discover_changed(&gateway, &current);
-                        }
-                        // The replaced snapshot is freed before the file is written, so the
-                        // two compiled snapshots and the file's buffers are never all held.
-                        drop(before);
-                        if let Err(e) = gateway.lkg.store(&snapshot) {
-                            tracing::warn!(error = %e, "Could not write the last-known-good snapshot.");
-                        }
-                    }
+                    receive(&gateway, snapshot, body).await;
                 }
                 continue;
             }
@@ -147,7 +133,40 @@ pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<b
     }
 }
 
-async fn fetch(outcome: reqwest::Result<reqwest::Response>) -> Result<GetSnapshotResponse, String> {
+/// Applies a snapshot received as `body`; the body is written as the last-known-good
+/// snapshot, on another thread while this one compiles, and kept once the snapshot is applied.
+async fn receive(gateway: &Arc<Gateway>, snapshot: Snapshot, body: bytes::Bytes) {
+    let staging = {
+        let gateway = gateway.clone();
+        tokio::task::spawn_blocking(move || gateway.lkg.stage(Vec::from(body)))
+    };
+    let before = gateway.current();
+    let applied = apply(gateway, &snapshot);
+    drop(snapshot);
+    if applied {
+        if let Some(current) = gateway.current() {
+            if let Some(before) = &before {
+                gateway.credentials.forget_changed(before, &current);
+            }
+            crate::mcp::discovery::discover_changed(gateway, &current);
+        }
+    }
+    drop(before);
+    let kept = match staging.await {
+        Ok(Ok(staged)) if applied => staged.keep(),
+        Ok(Ok(_refused)) => Ok(()),
+        Ok(Err(e)) => Err(e),
+        Err(e) => Err(std::io::Error::other(e)),
+    };
+    if let Err(e) = kept {
+        tracing::warn!(error = %e, "Could not write the last-known-good snapshot.");
+    }
+}
+
+/// The control plane's reply, and its body as received.
+async fn fetch(
+    outcome: reqwest::Result<reqwest::Response>,
+) -> Result<(GetSnapshotResponse, bytes::Bytes), String> {
     let response = outcome.map_err(|e| format!("control plane unreachable: {e}"))?;
     let status = response.status();
     if !status.is_success() {
@@ -170,5 +189,5 @@ async fn fetch(outcome: reqwest::Result<reqwest::Response>) -> Result<GetSnapsho
             "Snapshot received."
         );
     }
-    Ok(reply)
+    Ok((reply, body))
 }
