@@ -25,6 +25,11 @@ pub fn compile_from(
     runtime: &Runtime,
     current: Option<&Compiled>,
 ) -> Result<Compiled, Vec<String>> {
+    // The entities first: building and closing a store from nothing holds several maps over
+    // every entity for a moment, and that moment is cheaper before the tables below exist.
+    // Their errors are listed after the others.
+    let mut entity_errors = Vec::new();
+    let entities = super::entities::store(snap, current, &mut entity_errors);
     let mut errors = Vec::new();
 
     let mut models: HashMap<&str, Arc<ModelEntry>> = HashMap::new();
@@ -241,8 +246,7 @@ pub fn compile_from(
         });
     }
 
-    let entities = super::entities::store(snap, current, &mut errors);
-
+    errors.extend(entity_errors);
     if !errors.is_empty() {
         return Err(errors);
     }
