@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use portcullis_shared::audit::AuditEventV1;
+use portcullis_shared::audit::AuditEvent;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 pub use events::{
@@ -175,7 +175,7 @@ impl Audit {
     }
 
     /// Hands an event over without waiting; a full channel drops it (and counts it).
-    pub fn emit(&self, event: AuditEventV1) {
+    pub fn emit<P: serde::Serialize>(&self, event: AuditEvent<P>) {
         let Some(tx) = &self.tx else { return };
         let mut line = Vec::with_capacity(1024);
         if serde_json::to_writer(&mut line, &event).is_err() {

@@ -209,6 +209,27 @@ pub struct AuditEvent<P = Value> {
 /// The audit envelope with its payload as a JSON value.
 pub type AuditEventV1 = AuditEvent<Value>;
 
+impl<P> AuditEvent<P> {
+    /// The same event with `payload` (a typed one, say, serialized as it is written).
+    pub fn with_payload<Q>(self, payload: Q) -> AuditEvent<Q> {
+        AuditEvent {
+            event_id: self.event_id,
+            event_type: self.event_type,
+            time: self.time,
+            result: self.result,
+            scope: self.scope,
+            actor: self.actor,
+            on_behalf_of: self.on_behalf_of,
+            resource: self.resource,
+            producer: self.producer,
+            request: self.request,
+            correlation: self.correlation,
+            data_handling: self.data_handling,
+            payload,
+        }
+    }
+}
+
 /// Gateways ship spooled events in batches; re-sending is harmless.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

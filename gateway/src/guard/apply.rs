@@ -311,13 +311,16 @@ const ENVELOPE: &[&str] = &[
     "data",
 ];
 
-/// What the guards did to one call, at every stage, for its `model.call` or `tool.call` event.
-#[derive(Default)]
+/// What the guards did to one call, at every stage, for its `model.call` or `tool.call` event
+/// (serialized, it is the payload's `guards` and `delivered`).
+#[derive(Default, serde::Serialize)]
 pub struct Log {
     /// One entry per guard that matched, per stage.
+    #[serde(rename = "guards", skip_serializing_if = "Vec::is_empty")]
     records: Vec<Value>,
     /// What of the answer the caller received, when output guards applied: `as_answered`,
     /// `redacted`, `partial` or `nothing`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delivered: Option<&'static str>,
 }
 

@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
+use portcullis_shared::audit::AuditEvent;
 use portcullis_shared::audit::ResourceRef;
 use portcullis_shared::prices;
 use portcullis_shared::snapshot::Charge;
-use serde_json::json;
+use serde::Serialize;
 
 use super::api::InboundApi;
 use super::translate::Translation;
@@ -97,7 +98,7 @@ impl<'g, 'r, 'c> CallRecord<'g, 'r, 'c> {
             self.served.charges = held.charge_worst_now();
         }
         if self.gw.audit.enabled() {
-            let served = std::mem::take(&mut self.served);
+            let mut served = std::mem::take(&mut self.served);
             let resource = std::mem::take(&mut self.resource);
             let call = Call {
                 requested: &self.requested,
@@ -106,9 +107,13 @@ impl<'g, 'r, 'c> CallRecord<'g, 'r, 'c> {
                 status,
                 latency: self.started.elapsed(),
             };
-            self.gw
-                .audit
-                .emit(model_call_event(self.rc, resource, &call, served, error));
+            self.gw.audit.emit(model_call_event(
+                self.rc,
+                resource,
+                &call,
+                &mut served,
+                error,
+            ));
         }
     }
 }
@@ -133,13 +138,51 @@ struct Call<'a> {
     latency: std::time::Duration,
 }
 
-fn model_call_event(
-    rc: &RequestCtx<'_>,
+/// The payload of a `model.call` event, written as it is serialized (no JSON tree built per
+/// call).
+#[derive(Serialize)]
+struct ModelCall<'a> {
+    model: &'a str,
+    api: &'static str,
+    gateway_id: &'a str,
+    stream: bool,
+    status: u16,
+    latency_ms: f64,
+    attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    served_by: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provider: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_model: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    translated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<UsageRecord>,
+    /// Metered usage at the serving model's price, in integer micro-USD.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_micros: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    price_source: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    charges: Vec<Charge>,
+    #[serde(flatten)]
+    guards: crate::guard::Log,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason_code: Option<&'static str>,
+}
+
+fn model_call_event<'a>(
+    rc: &'a RequestCtx<'_>,
     resource: ResourceRef,
-    call: &Call<'_>,
-    served: Served<'_>,
+    call: &'a Call<'_>,
+    served: &'a mut Served<'_>,
     error: Option<&GatewayError>,
-) -> portcullis_shared::audit::AuditEventV1 {
+) -> AuditEvent<ModelCall<'a>> {
     use portcullis_shared::audit::{results, types};
     let ok = error.is_none() && (200..400).contains(&call.status);
     let mut e = audit::base(
@@ -148,73 +191,72 @@ fn model_call_event(
         if ok { results::ALLOWED } else { results::ERROR },
         resource,
     );
-    let mut payload = json!({
-        "model": call.requested,
-        "api": call.api.as_str(),
-        "gateway_id": rc.gateway.id,
-        "stream": call.streaming,
-        "status": call.status,
-        "latency_ms": audit::millis(call.latency),
-        "attempts": served.attempts,
-    });
-    if served.upstream_status != 0 {
-        payload["upstream_status"] = json!(served.upstream_status);
-    }
-    if let Some(model) = &served.model {
-        payload["served_by"] = json!(model.name);
-        payload["provider"] = json!(model.provider.id);
-        payload["upstream_model"] = json!(model.upstream_model);
-    }
-    if let Some(t) = served.translation {
-        payload["translated"] = json!(t.translates());
-    }
-    if let Some(u) = &served.usage {
-        payload["usage"] = usage_json(u);
-    }
-    // Spend: metered usage at the serving model's price, in integer micro-USD.
-    match (
-        served.model.as_ref().and_then(|m| m.price.as_ref()),
-        served.usage,
-    ) {
-        (Some((source, price)), Some(usage)) => {
-            payload["cost_micros"] = json!(price.cost_micros(&usage));
-            payload["price_source"] = json!(match source {
+    // Prompts and completions are never recorded.
+    e.data_handling.omitted = vec!["request.messages".into(), "response.choices".into()];
+    let model = served.model.as_deref();
+    let price = model.and_then(|m| m.price.as_ref());
+    let (cost_micros, price_source) = match (price, served.usage) {
+        (Some((source, price)), Some(usage)) => (
+            Some(price.cost_micros(&usage)),
+            Some(match source {
                 prices::PriceSource::Override => "override".to_string(),
                 prices::PriceSource::Table(key) => {
                     format!("table {}: {key}", prices::TABLE_VERSION)
                 }
-            });
-        }
-        (None, Some(_)) => payload["price_source"] = json!("unpriced"),
-        _ => {}
-    }
-    if !served.charges.is_empty() {
-        payload["charges"] = json!(served.charges);
-    }
-    served.guards.write(&mut payload);
-    if let Some(err) = error {
-        payload["error"] = json!(err.to_string());
-        payload["reason_code"] = json!(err.openai_type_and_code().1);
-    }
-    e.payload = payload;
-    // Prompts and completions are never recorded.
-    e.data_handling.omitted = vec!["request.messages".into(), "response.choices".into()];
-    e
+            }),
+        ),
+        (None, Some(_)) => (None, Some("unpriced".to_string())),
+        _ => (None, None),
+    };
+    let payload = ModelCall {
+        model: call.requested,
+        api: call.api.as_str(),
+        gateway_id: &rc.gateway.id,
+        stream: call.streaming,
+        status: call.status,
+        latency_ms: audit::millis(call.latency),
+        attempts: served.attempts,
+        upstream_status: (served.upstream_status != 0).then_some(served.upstream_status),
+        served_by: model.map(|m| m.name.as_str()),
+        provider: model.map(|m| m.provider.id),
+        upstream_model: model.map(|m| m.upstream_model.as_str()),
+        translated: served.translation.map(Translation::translates),
+        usage: served.usage.as_ref().map(UsageRecord::of),
+        cost_micros,
+        price_source,
+        charges: std::mem::take(&mut served.charges),
+        guards: std::mem::take(&mut served.guards),
+        error: error.map(ToString::to_string),
+        reason_code: error.map(|err| err.openai_type_and_code().1),
+    };
+    e.with_payload(payload)
 }
 
 /// Usage as recorded, whatever the provider: prompt tokens include those read from and
 /// written to the provider's cache.
-fn usage_json(u: &prices::Usage) -> serde_json::Value {
-    let mut usage = json!({
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.prompt_tokens.saturating_add(u.completion_tokens),
-    });
-    if u.cached_tokens > 0 {
-        usage["cached_tokens"] = json!(u.cached_tokens);
+#[derive(Serialize)]
+struct UsageRecord {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    cached_tokens: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    cache_write_tokens: u64,
+}
+
+impl UsageRecord {
+    fn of(u: &prices::Usage) -> Self {
+        Self {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.prompt_tokens.saturating_add(u.completion_tokens),
+            cached_tokens: u.cached_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+        }
     }
-    if u.cache_write_tokens > 0 {
-        usage["cache_write_tokens"] = json!(u.cache_write_tokens);
-    }
-    usage
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
