@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 const VERSION: &str = "v1.";
 const NONCE_LEN: usize = 12;
+const TAG_LEN: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SealError {
@@ -66,27 +67,16 @@ impl Cipher {
     }
 
     pub fn seal(&self, aad: &str, plaintext: &[u8]) -> Result<String, SealError> {
-        let mut nonce = [0u8; NONCE_LEN];
-        rand::rngs::OsRng.fill_bytes(&mut nonce);
-        let ct = self
-            .aead
-            .encrypt(
-                Nonce::from_slice(&nonce),
-                Payload {
-                    msg: plaintext,
-                    aad: aad.as_bytes(),
-                },
-            )
+        let mut out = Vec::with_capacity(
+            VERSION.len() + (NONCE_LEN + plaintext.len() + TAG_LEN).div_ceil(3) * 4,
+        );
+        self.seal_into(aad, &mut plaintext.to_vec(), &mut out)
             .map_err(|_| SealError::Seal)?;
-        let mut out = nonce.to_vec();
-        out.extend_from_slice(&ct);
-        Ok(format!("{VERSION}{}", B64.encode(out)))
+        String::from_utf8(out).map_err(|_| SealError::Seal)
     }
 
-    /// [`Cipher::seal`] of a large value, written to `out` as it is encoded: the plaintext
-    /// is encrypted in its own buffer and no other copy of it is made.
-    /// Seals `plaintext` in place and writes it to `out` in [`Cipher::seal`]'s format, so a
-    /// large value is never copied.
+    /// Seals `plaintext` in place and writes it to `out` as it is encoded, in
+    /// [`Cipher::seal`]'s format: a large value is never copied.
     pub fn seal_into(
         &self,
         aad: &str,
