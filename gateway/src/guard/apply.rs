@@ -354,13 +354,12 @@ impl Log {
         gw.audit.emit(outcome.event(rc, resource));
     }
 
-    /// Writes `guards` and `delivered` into an event's payload.
+    /// Writes `guards` and `delivered` into an event's payload object, as it serializes.
     pub fn write(self, payload: &mut Value) {
-        if !self.records.is_empty() {
-            payload["guards"] = Value::Array(self.records);
-        }
-        if let Some(delivered) = self.delivered {
-            payload["delivered"] = json!(delivered);
+        if let (Value::Object(payload), Ok(Value::Object(log))) =
+            (payload, serde_json::to_value(self))
+        {
+            payload.extend(log);
         }
     }
 }
