@@ -165,7 +165,7 @@ struct ModelCall<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     cost_micros: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    price_source: Option<String>,
+    price_source: Option<PriceLabel<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     charges: Vec<Charge>,
     #[serde(flatten)]
@@ -198,14 +198,9 @@ fn model_call_event<'a>(
     let (cost_micros, price_source) = match (price, served.usage) {
         (Some((source, price)), Some(usage)) => (
             Some(price.cost_micros(&usage)),
-            Some(match source {
-                prices::PriceSource::Override => "override".to_string(),
-                prices::PriceSource::Table(key) => {
-                    format!("table {}: {key}", prices::TABLE_VERSION)
-                }
-            }),
+            Some(PriceLabel::Priced(source)),
         ),
-        (None, Some(_)) => (None, Some("unpriced".to_string())),
+        (None, Some(_)) => (None, Some(PriceLabel::Unpriced)),
         _ => (None, None),
     };
     let payload = ModelCall {
@@ -230,6 +225,27 @@ fn model_call_event<'a>(
         reason_code: error.map(|err| err.openai_type_and_code().1),
     };
     e.with_payload(payload)
+}
+
+/// Where a call's price came from, written as `override`, `table <version>: <key>` or
+/// `unpriced` without building the text first.
+enum PriceLabel<'a> {
+    Priced(&'a prices::PriceSource),
+    Unpriced,
+}
+
+impl Serialize for PriceLabel<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PriceLabel::Priced(prices::PriceSource::Override) => {
+                serializer.serialize_str("override")
+            }
+            PriceLabel::Priced(prices::PriceSource::Table(key)) => {
+                serializer.collect_str(&format_args!("table {}: {key}", prices::TABLE_VERSION))
+            }
+            PriceLabel::Unpriced => serializer.serialize_str("unpriced"),
+        }
+    }
 }
 
 /// Usage as recorded, whatever the provider: prompt tokens include those read from and
@@ -259,4 +275,103 @@ impl UsageRecord {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call<'a>() -> ModelCall<'a> {
+        ModelCall {
+            model: "chat",
+            api: "openai.chat_completions",
+            gateway_id: "g1",
+            stream: false,
+            status: 200,
+            latency_ms: 1.5,
+            attempts: 1,
+            upstream_status: None,
+            served_by: None,
+            provider: None,
+            upstream_model: None,
+            translated: None,
+            usage: None,
+            cost_micros: None,
+            price_source: None,
+            charges: Vec::new(),
+            guards: crate::guard::Log::default(),
+            error: None,
+            reason_code: None,
+        }
+    }
+
+    #[test]
+    fn a_call_nothing_served_records_only_what_was_asked() {
+        let payload = serde_json::to_value(call()).unwrap();
+        assert_eq!(
+            payload,
+            json!({"model": "chat", "api": "openai.chat_completions", "gateway_id": "g1",
+                   "stream": false, "status": 200, "latency_ms": 1.5, "attempts": 1})
+        );
+    }
+
+    #[test]
+    fn a_served_call_records_its_usage_price_charges_and_guards() {
+        let usage = prices::Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cached_tokens: 4,
+            cache_write_tokens: 0,
+        };
+        let table = prices::PriceSource::Table("gpt-4o-mini");
+        let mut guards = crate::guard::Log::default();
+        guards.delivered = Some("redacted");
+        let served = ModelCall {
+            upstream_status: Some(200),
+            served_by: Some("m1"),
+            provider: Some("openai"),
+            upstream_model: Some("gpt-4o-mini"),
+            translated: Some(true),
+            usage: Some(UsageRecord::of(&usage)),
+            cost_micros: Some(7),
+            price_source: Some(PriceLabel::Priced(&table)),
+            charges: vec![Charge {
+                quota_id: "q1".into(),
+                day: 20_000,
+                caller: String::new(),
+                micros: 7,
+            }],
+            guards,
+            error: Some("upstream failed".into()),
+            reason_code: Some("upstream_error"),
+            ..call()
+        };
+        let payload = serde_json::to_value(served).unwrap();
+        assert_eq!(
+            payload,
+            json!({"model": "chat", "api": "openai.chat_completions", "gateway_id": "g1",
+                   "stream": false, "status": 200, "latency_ms": 1.5, "attempts": 1,
+                   "upstream_status": 200, "served_by": "m1", "provider": "openai",
+                   "upstream_model": "gpt-4o-mini", "translated": true,
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+                             "cached_tokens": 4},
+                   "cost_micros": 7,
+                   "price_source": format!("table {}: gpt-4o-mini", prices::TABLE_VERSION),
+                   "charges": [{"quota_id": "q1", "day": 20_000, "micros": 7}],
+                   "delivered": "redacted",
+                   "error": "upstream failed", "reason_code": "upstream_error"})
+        );
+        let labels = [
+            (
+                PriceLabel::Priced(&prices::PriceSource::Override),
+                "override",
+            ),
+            (PriceLabel::Unpriced, "unpriced"),
+        ];
+        for (label, text) in labels {
+            assert_eq!(serde_json::to_value(label).unwrap(), json!(text));
+        }
+    }
 }
