@@ -65,16 +65,15 @@ async fn send(http: &reqwest::Client, target: &Target, body: Vec<u8>) -> Sent {
     }
 }
 
-/// The request body for a batch: its lines that are JSON objects (checked without building
-/// them; what a crash garbled cannot be ingested), with how many that is and how many were not.
+/// The request body for a batch: its lines that are JSON objects, with how many that is and
+/// how many were not. Lines an earlier process wrote are checked (without building them): what
+/// a crash garbled cannot be ingested. This process's lines are whole events as serialized.
 fn ingest_body(batch: &Batch) -> (Vec<u8>, usize, usize) {
     let mut body = Vec::with_capacity(batch.lines().map(|l| l.len() + 1).sum::<usize>() + 16);
     body.extend_from_slice(b"{\"events\":[");
     let (mut kept, mut bad) = (0, 0);
     for line in batch.lines() {
-        if line.first() != Some(&b'{')
-            || serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err()
-        {
+        if !batch.own && !is_json_object(line) {
             bad += 1;
             continue;
         }
@@ -86,6 +85,10 @@ fn ingest_body(batch: &Batch) -> (Vec<u8>, usize, usize) {
     }
     body.extend_from_slice(b"]}");
     (body, kept, bad)
+}
+
+fn is_json_object(line: &[u8]) -> bool {
+    line.first() == Some(&b'{') && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
 }
 
 /// Runs until `stop` flips, then makes one short last attempt to empty the spool; the cursor
@@ -217,11 +220,16 @@ mod tests {
     #[test]
     fn a_batch_ships_its_well_formed_lines_and_counts_the_rest() {
         let dir = tempfile::tempdir().unwrap();
-        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
-        spool
+        // Lines an earlier process left (a crash can garble them).
+        let earlier = Spool::open(dir.path(), 1 << 30).unwrap();
+        earlier
             .append(b"{\"n\":1}\n  {\"n\":2} \n{\"n\":\n[3]\n\n{\"n\":4}\n")
             .unwrap();
+        drop(earlier);
+        let spool = Spool::open(dir.path(), 1 << 30).unwrap();
+        spool.append(b"{\"n\":5}\n").unwrap();
         let batch = spool.read_batch(10).unwrap();
+        assert!(!batch.own);
         let (body, kept, bad) = ingest_body(&batch);
         assert_eq!((kept, bad), (3, 2));
         let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -229,5 +237,11 @@ mod tests {
             body,
             serde_json::json!({"events": [{"n": 1}, {"n": 2}, {"n": 4}]})
         );
+        spool.advance(batch.from, batch.next);
+        let own = spool.read_batch(10).unwrap();
+        assert!(own.own);
+        let (body, kept, bad) = ingest_body(&own);
+        assert_eq!((kept, bad), (1, 0));
+        assert_eq!(body, b"{\"events\":[{\"n\":5}]}");
     }
 }

@@ -1,6 +1,8 @@
 //! The on-disk spool: JSON lines in numbered segment files (`audit/<seq>.jsonl`) and a cursor
 //! (`audit/cursor.json`, the segment and byte offset shipped up to). Each process writes to a
-//! fresh segment, so a line cut short by a crash never has a successor in its file. The spool
+//! fresh segment, and a write that failed partway closes its segment, so a line cut short by a
+//! crash or a failed write never has a successor in its file: the lines of this process's
+//! segments are whole, as serialized, and only an earlier process's need checking. The spool
 //! is bounded: past `max_bytes` the oldest segment is deleted and its unshipped events counted
 //! as dropped.
 //!
@@ -36,6 +38,10 @@ struct State {
     segments: BTreeMap<u64, u64>,
     /// The segment this process appends to.
     current: u64,
+    /// The first segment this process wrote: earlier ones are an earlier process's.
+    first_own: u64,
+    /// A write failed partway: the next one starts a new segment.
+    torn: bool,
     file: Option<File>,
     cursor: Cursor,
     /// The cursor in the file, and when it was written there.
@@ -61,6 +67,8 @@ pub struct Batch {
     /// Where the lines start; [`Spool::advance`] takes it back.
     pub from: Cursor,
     pub next: Cursor,
+    /// The lines are this process's, each an event as serialized: they need no check.
+    pub own: bool,
 }
 
 impl Batch {
@@ -70,6 +78,7 @@ impl Batch {
             lines: Vec::new(),
             from: at,
             next: at,
+            own: false,
         }
     }
 
@@ -166,6 +175,8 @@ impl Spool {
             state: Mutex::new(State {
                 segments,
                 current,
+                first_own: current,
+                torn: false,
                 file: Some(file),
                 cursor,
                 saved: cursor,
@@ -183,27 +194,37 @@ impl Spool {
         let inner = &self.0;
         let mut st = self.state();
         let size = st.segments.get(&st.current).copied().unwrap_or(0);
-        if size > 0 && size + lines.len() as u64 > inner.segment_bytes {
-            if let Some(f) = st.file.take() {
-                let _ = f.sync_data();
-            }
-            let next = st.current + 1;
-            st.file = Some(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(segment_path(&inner.dir, next))?,
-            );
-            st.current = next;
-            st.segments.insert(next, 0);
+        if st.torn || (size > 0 && size + lines.len() as u64 > inner.segment_bytes) {
+            self.start_segment(&mut st)?;
         }
         let current = st.current;
-        match st.file.as_mut() {
-            Some(f) => f.write_all(lines)?,
-            None => return Err(std::io::Error::other("the spool is closed")),
+        let Some(file) = st.file.as_mut() else {
+            return Err(std::io::Error::other("the spool is closed"));
+        };
+        if let Err(e) = file.write_all(lines) {
+            // Part of `lines` may be in the file, past the size recorded for it: nothing is
+            // appended after it, and reads stop at the recorded size.
+            st.torn = true;
+            return Err(e);
         }
         *st.segments.entry(current).or_insert(0) += lines.len() as u64;
         Ok(self.enforce_bound(&mut st))
+    }
+
+    /// Closes the current segment (its data made durable) and appends to the next from now on.
+    fn start_segment(&self, st: &mut State) -> std::io::Result<()> {
+        let next = st.current + 1;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(segment_path(&self.0.dir, next))?;
+        if let Some(closed) = st.file.replace(file) {
+            let _ = closed.sync_data();
+        }
+        st.current = next;
+        st.segments.insert(next, 0);
+        st.torn = false;
+        Ok(())
     }
 
     /// Deletes the oldest segments while the spool is over its bound.
@@ -247,10 +268,10 @@ impl Spool {
     /// Up to `max` complete lines from the cursor on, skipping segments that are used up.
     pub fn read_batch(&self, max: usize) -> std::io::Result<Batch> {
         loop {
-            let (cursor, current, size) = {
+            let (cursor, current, first_own, size) = {
                 let st = self.state();
                 let size = st.segments.get(&st.cursor.seq).copied();
-                (st.cursor, st.current, size)
+                (st.cursor, st.current, st.first_own, size)
             };
             let Some(size) = size else {
                 // Its segment was dropped under us; the bound moved the cursor already.
@@ -266,17 +287,17 @@ impl Spool {
                 f.seek(SeekFrom::Start(cursor.offset))?;
                 f.take(window).read_to_end(&mut batch.data)?;
                 let mut start = 0;
-                for line in batch.data.split_inclusive(|b| *b == b'\n') {
-                    if line.last() != Some(&b'\n') || batch.lines.len() == max {
+                for end in memchr::memchr_iter(b'\n', &batch.data) {
+                    if batch.lines.len() == max {
                         break;
                     }
-                    consumed += line.len() as u64;
-                    let body = trimmed(start, line);
+                    let body = trimmed(start, &batch.data[start..end]);
                     if !body.is_empty() {
                         batch.lines.push(body);
                     }
-                    start += line.len();
+                    start = end + 1;
                 }
+                consumed = start as u64;
                 if batch.is_empty() && (batch.data.len() as u64) < window {
                     break; // only an incomplete line is left
                 }
@@ -288,6 +309,7 @@ impl Spool {
                 seq: cursor.seq,
                 offset: cursor.offset + consumed,
             };
+            batch.own = cursor.seq >= first_own;
             if !batch.is_empty() || cursor.seq == current {
                 return Ok(batch);
             }
@@ -381,6 +403,17 @@ impl Spool {
 
     pub fn cursor(&self) -> Cursor {
         self.state().cursor
+    }
+
+    /// Leaves `partial` in the current segment past its recorded size, as a write that failed
+    /// partway does, and makes the next write fail.
+    #[cfg(test)]
+    fn fail_next_write_after(&self, partial: &[u8]) {
+        let mut st = self.state();
+        let path = segment_path(&self.0.dir, st.current);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(partial).unwrap();
+        st.file = Some(File::open(&path).unwrap());
     }
 }
 
@@ -476,6 +509,28 @@ mod tests {
         drop(reopened);
         spool.save_cursor();
         assert_eq!(saved(), second.next);
+    }
+
+    #[test]
+    fn a_write_that_failed_partway_is_never_followed_in_its_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = spool_with(dir.path(), 0..3);
+        spool.fail_next_write_after(b"{\"n\":3}\n{\"n\":");
+        assert!(spool.append(&line(3)).is_err());
+        for i in 4..6 {
+            spool.append(&line(i)).unwrap();
+        }
+        assert!(
+            segment_path(dir.path(), 2).exists(),
+            "the next write starts a new segment"
+        );
+        let shipped = drain(&spool);
+        let expected: Vec<Vec<u8>> = [0, 1, 2, 4, 5]
+            .iter()
+            .map(|&i| line(i)[..line(i).len() - 1].to_vec())
+            .collect();
+        assert_eq!(shipped, expected, "what the failed write left is not read");
+        assert_eq!(spool.pending_bytes(), 0);
     }
 
     #[test]
