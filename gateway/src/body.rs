@@ -1,7 +1,7 @@
 //! Reading a request body whole, size-capped, for the routes that decide on it (model calls
 //! and MCP).
 
-use pingora::proxy::Session;
+use crate::server::Session;
 
 use crate::error::GatewayError;
 

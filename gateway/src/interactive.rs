@@ -6,7 +6,7 @@
 //! resource an MCP client checks is the URL it called.
 
 use bytes::Bytes;
-use pingora::proxy::Session;
+use crate::server::Session;
 use serde_json::json;
 
 use crate::error::GatewayError;

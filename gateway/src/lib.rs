@@ -255,13 +255,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     };
     let (addr, sockets) = server::bind(gateway.config.listen, workers)
         .with_context(|| format!("binding {}", gateway.config.listen))?;
-    let conf = Arc::new(pingora::server::configuration::ServerConf::default());
-    let app = Arc::new(pingora::proxy::http_proxy(
-        &conf,
-        proxy::Phases {
-            gw: gateway.clone(),
-        },
-    ));
+    let app = Arc::new(proxy::Phases {
+        gw: gateway.clone(),
+    });
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let grace = Duration::from_secs(gateway.config.shutdown_grace_secs);
     let workers = server::spawn_workers(

@@ -20,7 +20,7 @@ pub mod translate;
 mod upstream;
 pub mod wire;
 
-use pingora::proxy::Session;
+use crate::server::Session;
 use portcullis_shared::policy::Action;
 use serde_json::json;
 

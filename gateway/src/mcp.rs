@@ -8,7 +8,7 @@ mod guard;
 mod list;
 pub mod upstream;
 
-use pingora::proxy::Session;
+use crate::server::Session;
 use portcullis_shared::api::guards::GuardStage;
 use portcullis_shared::api::tools::ToolStatus;
 use portcullis_shared::jsonrpc::{self, Parsed};

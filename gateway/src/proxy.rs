@@ -1,6 +1,7 @@
-//! The pingora phases. Every route is answered in `request_filter` (DESIGN §5): route →
-//! gateway → authenticate → act-as → authorize `gateway:access` → the route's handler.
-//! `upstream_peer` is never reached.
+//! Every request, answered by the gateway itself (DESIGN §5): route → gateway →
+//! authenticate → act-as → authorize `gateway:access` → the route's handler. The gateway never
+//! proxies a connection as it is, so it runs on pingora's HTTP server directly, without its
+//! proxy layer (whose per-request session holds a cache, modules and upstream state).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -8,8 +9,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use pingora::proxy::{ProxyHttp, Session};
-use pingora::upstreams::peer::HttpPeer;
+use pingora::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
+use pingora::server::ShutdownWatch;
 use portcullis_shared::api::gateways::GatewayState;
 use portcullis_shared::policy::{Action, RequestContext};
 
@@ -18,6 +19,7 @@ use crate::error::GatewayError;
 use crate::llm::api::InboundApi;
 use crate::request::{LazyContext, RequestCtx};
 use crate::route::{route, Route};
+use crate::server::Session;
 use crate::snapshot::AgentEntry;
 use crate::{actas, authn, authz, llm, respond, Gateway};
 
@@ -26,23 +28,47 @@ pub struct Phases {
 }
 
 #[async_trait]
-impl ProxyHttp for Phases {
-    type CTX = ();
-
-    fn new_ctx(&self) -> Self::CTX {}
-
-    async fn upstream_peer(
-        &self,
-        _session: &mut Session,
-        _ctx: &mut (),
-    ) -> pingora::Result<Box<HttpPeer>> {
-        Err(pingora::Error::explain(
-            pingora::ErrorType::InternalError,
-            "every route is answered in request_filter",
-        ))
+impl HttpServerApp for Phases {
+    /// One request of a connection: read, answered, and the connection handed back for the
+    /// next request when it can be reused.
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut session: Session,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        match session.read_request().await {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                if matches!(e.etype, pingora::ErrorType::InvalidHTTPHeader) {
+                    tracing::debug!(error = %e, "Unreadable request header.");
+                    let _ = session.respond_error(400).await;
+                }
+                session.shutdown().await;
+                return None;
+            }
+        }
+        if *shutdown.borrow() {
+            // Going away: this connection takes no further request.
+            session.set_keepalive(None);
+        }
+        if let Err(e) = self.answer(&mut session).await {
+            tracing::debug!(error = %e, "Could not write the response.");
+            session.shutdown().await;
+            return None;
+        }
+        let settings = HttpPersistentSettings::for_session(&session);
+        session
+            .finish()
+            .await
+            .ok()
+            .flatten()
+            .map(|stream| ReusedHttpStream::from_reusable_stream(stream, settings))
     }
+}
 
-    async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<bool> {
+impl Phases {
+    async fn answer(&self, session: &mut Session) -> pingora::Result<()> {
         let started = Instant::now();
         let _in_flight = InFlight::enter(&self.gw.in_flight);
         let request_id = crate::request::random_uuid();
@@ -79,7 +105,7 @@ impl ProxyHttp for Phases {
         self.gw
             .metrics
             .record(route.kind(), status, started.elapsed());
-        Ok(true)
+        Ok(())
     }
 }
 

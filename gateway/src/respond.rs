@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
-use pingora::proxy::Session;
+use crate::server::Session;
 use serde_json::{json, Value};
 
 use crate::error::{GatewayError, RpcError, Shape};
@@ -41,8 +41,8 @@ pub async fn bytes(
     extra: Headers<'_>,
 ) -> pingora::Result<()> {
     let h = header(status, content_type, Some(body.len()), request_id, extra)?;
-    session.write_response_header(h, false).await?;
-    session.write_response_body(Some(body), true).await
+    session.write_response_header(h).await?;
+    session.write_response_body(body, true).await
 }
 
 pub async fn json(

@@ -2,7 +2,7 @@
 //! runtime and accept loop on its own `SO_REUSEPORT` socket (bound before start, so port 0
 //! works and the real address is logged), so a request never hops threads. Optional TLS goes
 //! through pingora's rustls acceptor; writes are gathered until pingora flushes
-//! ([`coalesced`]), then pingora's HTTP session handles the connection. On
+//! ([`coalesced`]), then pingora's HTTP server session handles the connection. On
 //! shutdown each worker stops accepting, tells pingora to end keep-alive, and waits for its
 //! in-flight requests up to the grace period.
 
@@ -14,7 +14,6 @@ use pingora::apps::ServerApp;
 use pingora::listeners::tls::TlsSettings;
 use pingora::protocols::l4::stream::Stream as L4Stream;
 use pingora::protocols::Stream;
-use pingora::proxy::HttpProxy;
 use std::net::SocketAddr;
 
 use tokio::net::{TcpListener, TcpSocket};
@@ -25,6 +24,9 @@ use crate::proxy::Phases;
 mod coalesced;
 
 use coalesced::Coalesced;
+
+/// One request on a downstream connection, HTTP/1 or HTTP/2.
+pub type Session = pingora::protocols::http::ServerSession;
 
 /// Counts live connections and wakes the drain when the last one ends.
 #[derive(Default)]
@@ -79,7 +81,7 @@ pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<(SocketAddr, Ve
 pub fn spawn_workers(
     sockets: Vec<TcpSocket>,
     tls: Option<Tls>,
-    app: Arc<HttpProxy<Phases>>,
+    app: Arc<Phases>,
     stop: watch::Receiver<bool>,
     grace: Duration,
     in_flight: Arc<AtomicUsize>,
@@ -112,7 +114,7 @@ pub fn spawn_workers(
 pub async fn serve(
     listener: TcpListener,
     tls: Option<Tls>,
-    app: Arc<HttpProxy<Phases>>,
+    app: Arc<Phases>,
     mut stop: watch::Receiver<bool>,
     grace: Duration,
     in_flight: Arc<AtomicUsize>,

@@ -1,7 +1,7 @@
 //! The member loop: order → plan → reserve → send → relay → settle, failing over before any
 //! byte reaches the caller. It knows no JSON: plans translate, the relay reads usage.
 
-use pingora::proxy::Session;
+use crate::server::Session;
 
 use super::api::Inbound;
 use super::record::Served;

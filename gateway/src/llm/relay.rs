@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use pingora::proxy::Session;
+use crate::server::Session;
 use portcullis_shared::prices::Usage;
 
 use super::api::Inbound;
@@ -175,7 +175,7 @@ impl Relay<'_> {
         let mut headers = self.rc.echo_headers(&self.model.name);
         headers.push(("cache-control", "no-cache"));
         let written = match respond::header(200, "text/event-stream", None, request_id, &headers) {
-            Ok(header) => session.write_response_header(header, false).await,
+            Ok(header) => session.write_response_header(header).await,
             Err(e) => Err(e),
         };
         if let Err(e) = written {
@@ -223,7 +223,7 @@ impl Relay<'_> {
             }
             let ready = join(&mut out);
             if session
-                .write_response_body(Some(ready), false)
+                .write_response_body(ready, false)
                 .await
                 .is_err()
             {
@@ -244,7 +244,7 @@ impl Relay<'_> {
         }
         let end = self.end(end, &mut translator, &mut guards, &mut out);
         let complete = matches!(end, End::Done);
-        let last = (!out.is_empty()).then(|| join(&mut out));
+        let last = join(&mut out);
         if let Err(e) = session.write_response_body(last, true).await {
             tracing::debug!(request_id, error = %e, "Could not finish the stream.");
         }
