@@ -5,8 +5,8 @@
 //! URLs are built from the request as the caller sent it (`Host`, `X-Forwarded-Proto`), so the
 //! resource an MCP client checks is the URL it called.
 
-use bytes::Bytes;
 use crate::server::Session;
+use bytes::Bytes;
 use serde_json::json;
 
 use crate::error::GatewayError;

@@ -2,9 +2,9 @@
 //! response, and every [`GatewayError`] in the shape of the API that was called — OpenAI,
 //! Anthropic or MCP's JSON-RPC — the way linkerd's `rescue` does it.
 
+use crate::server::Session;
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
-use crate::server::Session;
 use serde_json::{json, Value};
 
 use crate::error::{GatewayError, RpcError, Shape};

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::server::Session;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use crate::server::Session;
 use portcullis_shared::prices::Usage;
 
 use super::api::Inbound;
@@ -222,11 +222,7 @@ impl Relay<'_> {
                 continue;
             }
             let ready = join(&mut out);
-            if session
-                .write_response_body(ready, false)
-                .await
-                .is_err()
-            {
+            if session.write_response_body(ready, false).await.is_err() {
                 tracing::debug!(request_id, "Caller went away mid-stream.");
                 return Relayed {
                     usage: translator.usage(),
