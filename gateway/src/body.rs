@@ -1,9 +1,8 @@
 //! Reading a request body whole, size-capped, for the routes that decide on it (model calls
 //! and MCP).
 
-use crate::server::Session;
-
 use crate::error::GatewayError;
+use crate::server::Session;
 
 /// Reads the whole request body, refusing more than `limit` bytes. An oversized body is still
 /// read (up to four times the limit) and discarded, so the caller receives the error rather

@@ -5,13 +5,13 @@
 //! URLs are built from the request as the caller sent it (`Host`, `X-Forwarded-Proto`), so the
 //! resource an MCP client checks is the URL it called.
 
-use crate::server::Session;
 use bytes::Bytes;
 use serde_json::json;
 
 use crate::error::GatewayError;
 use crate::respond;
 use crate::route::RESOURCE_METADATA;
+use crate::server::Session;
 use crate::snapshot::Compiled;
 
 /// `scheme://host` of the request as the caller addressed it.

@@ -20,12 +20,12 @@ pub mod translate;
 mod upstream;
 pub mod wire;
 
-use crate::server::Session;
 use portcullis_shared::policy::Action;
 use serde_json::json;
 
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
+use crate::server::Session;
 use crate::{audit, authz, respond, Gateway};
 
 use api::{Inbound, InboundApi};

@@ -8,7 +8,6 @@ mod guard;
 mod list;
 pub mod upstream;
 
-use crate::server::Session;
 use portcullis_shared::api::guards::GuardStage;
 use portcullis_shared::api::tools::ToolStatus;
 use portcullis_shared::jsonrpc::{self, Parsed};
@@ -17,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::error::{Denial, GatewayError, RpcError};
 use crate::request::RequestCtx;
+use crate::server::Session;
 use crate::{audit, authz, respond, Gateway};
 
 pub use list::ToolsCache;

@@ -2,12 +2,12 @@
 //! response, and every [`GatewayError`] in the shape of the API that was called — OpenAI,
 //! Anthropic or MCP's JSON-RPC — the way linkerd's `rescue` does it.
 
-use crate::server::Session;
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use serde_json::{json, Value};
 
 use crate::error::{GatewayError, RpcError, Shape};
+use crate::server::Session;
 
 /// Extra response headers.
 pub type Headers<'a> = &'a [(&'static str, &'a str)];

@@ -1,8 +1,6 @@
 //! The member loop: order → plan → reserve → send → relay → settle, failing over before any
 //! byte reaches the caller. It knows no JSON: plans translate, the relay reads usage.
 
-use crate::server::Session;
-
 use super::api::Inbound;
 use super::record::Served;
 use super::relay::Relay;
@@ -10,6 +8,7 @@ use super::upstream::{self, Attempt};
 use super::{members, plan, quota};
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
+use crate::server::Session;
 use crate::snapshot::{ModelEntry, Target};
 use crate::Gateway;
 

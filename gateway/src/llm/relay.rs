@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::server::Session;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use portcullis_shared::prices::Usage;
@@ -21,6 +20,7 @@ use crate::error::{GatewayError, Shape};
 use crate::guard::detect::Detector;
 use crate::guard::{Filtered, Tally};
 use crate::request::RequestCtx;
+use crate::server::Session;
 use crate::snapshot::ModelEntry;
 use crate::{respond, Gateway};
 use portcullis_shared::api::guards::GuardStage;
