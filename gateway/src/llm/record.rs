@@ -98,7 +98,6 @@ impl<'g, 'r, 'c> CallRecord<'g, 'r, 'c> {
             self.served.charges = held.charge_worst_now();
         }
         if self.gw.audit.enabled() {
-            let mut served = std::mem::take(&mut self.served);
             let resource = std::mem::take(&mut self.resource);
             let call = Call {
                 requested: &self.requested,
@@ -111,7 +110,7 @@ impl<'g, 'r, 'c> CallRecord<'g, 'r, 'c> {
                 self.rc,
                 resource,
                 &call,
-                &mut served,
+                &mut self.served,
                 error,
             ));
         }
