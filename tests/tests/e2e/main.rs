@@ -18,6 +18,7 @@ mod cli;
 mod cli_families;
 mod cloud;
 mod conformance;
+mod connections;
 mod exchange;
 mod gateways;
 mod guarded;
