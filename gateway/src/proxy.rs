@@ -51,6 +51,8 @@ impl HttpServerApp for Phases {
         if *shutdown.borrow() {
             // Going away: this connection takes no further request.
             session.set_keepalive(None);
+        } else {
+            keep_after_early_answer(&mut session);
         }
         if let Err(e) = self.answer(&mut session).await {
             tracing::debug!(error = %e, "Could not write the response.");
@@ -66,6 +68,28 @@ impl HttpServerApp for Phases {
             .map(|stream| ReusedHttpStream::from_reusable_stream(stream, settings))
     }
 }
+
+/// A request answered before its body was read (a refusal, say) leaves the rest of its body
+/// on the connection. pingora closes such a connection; a body this small is read off after
+/// the answer instead, so that a client's next request reuses the connection. A larger or
+/// chunked body, or one that does not arrive in time, still closes it.
+fn keep_after_early_answer(session: &mut Session) {
+    let declared = session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len <= DRAINED_BODY_MAX) {
+        session.set_close_on_response_before_downstream_finish(false);
+        session.set_total_drain_timeout(Some(DRAIN_TIMEOUT));
+    }
+}
+
+/// The largest unread request body read off after an early answer to keep its connection.
+const DRAINED_BODY_MAX: usize = 64 * 1024;
+/// How long the rest of such a body may take to arrive.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Phases {
     async fn answer(&self, session: &mut Session) -> pingora::Result<()> {

@@ -1,6 +1,6 @@
-//! The gateway's HTTP/1 connections, byte by byte: a connection carries request after request
-//! and ends with a whole refusal; a request that is not HTTP is answered 400 and its
-//! connection closed.
+//! The gateway's HTTP/1 connections, byte by byte: a connection carries request after request,
+//! a refusal answered before its small body was read included; a refusal that leaves a large
+//! body unread, and a request that is not HTTP (400), close their connection.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -49,12 +49,13 @@ async fn read_response(conn: &mut TcpStream) -> (String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_carries_request_after_request_and_a_garbled_one_is_closed() {
+async fn a_connection_carries_requests_and_refusals_and_a_garbled_one_is_closed() {
     let w = world().await;
     let addr = w.gw.url.trim_start_matches("http://").to_string();
     let mut conn = TcpStream::connect(&addr).await.unwrap();
     let key = Some(w.key.as_str());
-    for key in [key, key, key, None] {
+    // The refusal is answered before the body is read; the connection still carries the next.
+    for key in [key, key, None, key, None] {
         conn.write_all(chat_request(&w.gateway_id, key).as_bytes())
             .await
             .unwrap();
@@ -66,16 +67,34 @@ async fn a_connection_carries_request_after_request_and_a_garbled_one_is_closed(
         );
     }
 
+    // A refusal that leaves a large body unread closes its connection rather than wait for it
+    // (none of it is sent, so the close is a clean one).
+    let mut large = TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /gateways/{}/v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        w.gateway_id,
+        1024 * 1024
+    );
+    large.write_all(head.as_bytes()).await.unwrap();
+    let reply = read_until_closed(&mut large).await;
+    assert!(reply.starts_with("HTTP/1.1 401"), "{reply}");
+
     let mut garbled = TcpStream::connect(&addr).await.unwrap();
     garbled.write_all(b"NOT HTTP AT ALL\r\n\r\n").await.unwrap();
+    let reply = read_until_closed(&mut garbled).await;
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+}
+
+/// Everything the gateway sends until it closes the connection.
+async fn read_until_closed(conn: &mut TcpStream) -> String {
     let mut reply = Vec::new();
     tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        garbled.read_to_end(&mut reply),
+        conn.read_to_end(&mut reply),
     )
     .await
     .expect("the connection is closed")
     .unwrap();
-    let reply = String::from_utf8_lossy(&reply);
-    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    String::from_utf8_lossy(&reply).to_string()
 }
