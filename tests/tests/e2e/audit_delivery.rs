@@ -267,7 +267,9 @@ async fn a_full_spool_drops_the_oldest_and_says_so() {
         event_types: vec!["audit.dropped".into()],
         ..Default::default()
     };
-    let deadline = Instant::now() + Duration::from_secs(15);
+    // The wait ends as soon as every event is accounted for; the bound is for a loaded machine,
+    // where the restarted control plane takes the re-shipped reports slowly.
+    let deadline = Instant::now() + Duration::from_secs(60);
     let (kept, reported) = loop {
         let kept = all(cp, &kept_filter, 1000).await.len() as u64;
         let reported: u64 = all(cp, &dropped_filter, 1000)
