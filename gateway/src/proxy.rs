@@ -51,8 +51,6 @@ impl HttpServerApp for Phases {
         if *shutdown.borrow() {
             // Going away: this connection takes no further request.
             session.set_keepalive(None);
-        } else {
-            keep_after_early_answer(&mut session);
         }
         if let Err(e) = self.answer(&mut session).await {
             tracing::debug!(error = %e, "Could not write the response.");
@@ -69,11 +67,11 @@ impl HttpServerApp for Phases {
     }
 }
 
-/// A request answered before its body was read (a refusal, say) leaves the rest of its body
-/// on the connection. pingora closes such a connection; a body this small is read off after
-/// the answer instead, so that a client's next request reuses the connection. A larger or
+/// A refusal answered before its request's body was read leaves the rest of that body on the
+/// connection. pingora closes such a connection; a body this small is read off after the
+/// answer instead, so that the client's next request reuses the connection. A larger or
 /// chunked body, or one that does not arrive in time, still closes it.
-fn keep_after_early_answer(session: &mut Session) {
+fn keep_after_refusal(session: &mut Session) {
     let declared = session
         .req_header()
         .headers
@@ -102,6 +100,7 @@ impl Phases {
         let result = dispatch(&self.gw, session, route.clone(), &request_id).await;
         if let Err(err) = result {
             if session.response_written().is_none() {
+                keep_after_refusal(session);
                 // The one place a failure becomes a response, in the shape of the route's API.
                 let activity = activity_id(session).ok().flatten();
                 let mut echo: Vec<_> = activity
