@@ -12,6 +12,8 @@ use cedar_policy::{
     RestrictedExpression, Schema, ValidationMode, Validator,
 };
 
+pub mod plain;
+
 /// The schema text, shipped in `policies/schema.cedarschema`.
 pub const SCHEMA_TEXT: &str = include_str!("../../policies/schema.cedarschema");
 
@@ -43,7 +45,7 @@ pub fn schema() -> Result<&'static Schema, PolicyError> {
 }
 
 /// Entity types of the schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Agent,
     Gateway,
@@ -64,10 +66,15 @@ impl Kind {
             Kind::Tool => "Svc::Tool",
         }
     }
+
+    /// The type as Cedar's name, parsed once.
+    pub fn entity_type(self) -> EntityTypeName {
+        type_name(self.type_name())
+    }
 }
 
 /// Actions of the schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     GatewayAccess,
     LlmInvoke,

@@ -57,6 +57,25 @@ impl Rules {
         })
     }
 
+    /// A bundle [`policy::plain`] read: grants alone.
+    pub fn from_permits(permits: Vec<policy::plain::Permit>) -> Self {
+        use policy::plain::Principal as Plain;
+        let grants = permits.into_iter().map(|p| Grant {
+            id: PolicyId::new(p.id),
+            principal: match p.principal {
+                Plain::Any => Principal::Any,
+                Plain::Is(kind) => Principal::Is(kind.entity_type()),
+                Plain::Eq(kind, id) => Principal::Eq(policy::uid(kind, &id)),
+            },
+            actions: p.actions.into_iter().map(policy::action_uid).collect(),
+            resource: policy::uid(p.resource.0, &p.resource.1),
+        });
+        Self {
+            cedar: None,
+            grants: grants.collect(),
+        }
+    }
+
     /// The policies Cedar evaluates, if any.
     pub fn cedar(&self) -> Option<&PolicySet> {
         self.cedar.as_ref()
@@ -193,6 +212,12 @@ mod tests {
         let cedar = Authorizer::new().is_authorized(&request, &set, &Entities::empty());
         let split = rules(text);
         let verdict = decide(std::iter::once(&split), &request, &Entities::empty());
+        // A bundle read without Cedar's parser decides the same.
+        if let Some(permits) = policy::plain::read_valid("b", text) {
+            let plain = Rules::from_permits(permits);
+            let plain = decide(std::iter::once(&plain), &request, &Entities::empty());
+            assert_eq!(plain, verdict, "{text}");
+        }
         (
             cedar.decision() == Decision::Allow,
             verdict == Verdict::Permitted,
@@ -210,6 +235,8 @@ mod tests {
         "#;
         let split = rules(text);
         assert!(split.cedar().is_none(), "every policy here is a grant");
+        let plain = Rules::from_permits(policy::plain::read_valid("b", text).unwrap());
+        assert!(plain.ids().eq(split.ids()));
         assert_eq!(
             split.ids().map(ToString::to_string).collect::<Vec<_>>(),
             ["b/g", "b/m", "b/t", "b/all", "b/any"]
