@@ -56,6 +56,15 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Agent,
+        Kind::Gateway,
+        Kind::Model,
+        Kind::Pool,
+        Kind::ToolConnection,
+        Kind::Tool,
+    ];
+
     pub fn type_name(self) -> &'static str {
         match self {
             Kind::Agent => "Svc::Agent",
@@ -83,6 +92,13 @@ pub enum Action {
 }
 
 impl Action {
+    pub const ALL: [Action; 4] = [
+        Action::GatewayAccess,
+        Action::LlmInvoke,
+        Action::McpDiscover,
+        Action::McpCall,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Action::GatewayAccess => "gateway:access",
@@ -411,14 +427,7 @@ mod tests {
 
     #[test]
     fn type_names_parse() {
-        for kind in [
-            Kind::Agent,
-            Kind::Gateway,
-            Kind::Model,
-            Kind::Pool,
-            Kind::ToolConnection,
-            Kind::Tool,
-        ] {
+        for kind in Kind::ALL {
             assert_eq!(uid(kind, "x").type_name().to_string(), kind.type_name());
         }
         assert_eq!(

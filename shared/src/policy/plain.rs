@@ -130,22 +130,6 @@ fn shape_text(shape: &Shape) -> String {
     format!("permit ({principal}, {action}, resource == {resource});")
 }
 
-const KINDS: [Kind; 6] = [
-    Kind::Agent,
-    Kind::Gateway,
-    Kind::Model,
-    Kind::Pool,
-    Kind::ToolConnection,
-    Kind::Tool,
-];
-
-const ACTIONS: [Action; 4] = [
-    Action::GatewayAccess,
-    Action::LlmInvoke,
-    Action::McpDiscover,
-    Action::McpCall,
-];
-
 type Scope = (Principal, Vec<Action>, (Kind, String));
 
 /// What is left of the text, read front to back.
@@ -211,7 +195,7 @@ impl<'a> Cursor<'a> {
         self.space();
         self.token("Svc::Action::").then_some(())?;
         let name = self.string()?;
-        ACTIONS.into_iter().find(|a| a.name() == name)
+        Action::ALL.into_iter().find(|a| a.name() == name)
     }
 
     /// `Svc::Kind::"id"`
@@ -223,7 +207,7 @@ impl<'a> Cursor<'a> {
 
     fn kind(&mut self) -> Option<Kind> {
         self.space();
-        let kind = KINDS.into_iter().find(|k| {
+        let kind = Kind::ALL.into_iter().find(|k| {
             self.rest
                 .strip_prefix(k.type_name())
                 .is_some_and(|after| !after.starts_with(ident_char))

@@ -10,13 +10,15 @@ fn cedar_view(prefix: &str, text: &str) -> Result<Option<Vec<Permit>>, PolicyErr
     let policies = parse_bundle(prefix, text)?;
     let entity = |uid: EntityUid| {
         let name = uid.type_name().to_string();
-        let kind = KINDS.into_iter().find(|k| k.type_name() == name)?;
+        let kind = Kind::ALL.into_iter().find(|k| k.type_name() == name)?;
         Some((kind, uid.id().unescaped().to_string()))
     };
     let action = |uid: EntityUid| {
         let type_ok = uid.type_name().to_string() == "Svc::Action";
         let name = uid.id().unescaped().to_string();
-        ACTIONS.into_iter().find(|a| type_ok && a.name() == name)
+        Action::ALL
+            .into_iter()
+            .find(|a| type_ok && a.name() == name)
     };
     let view = |p: &cedar_policy::Policy| {
         if p.effect() != Effect::Permit || p.has_non_scope_constraint() {
@@ -24,9 +26,11 @@ fn cedar_view(prefix: &str, text: &str) -> Result<Option<Vec<Permit>>, PolicyErr
         }
         let principal = match p.principal_constraint() {
             PrincipalConstraint::Any => Principal::Any,
-            PrincipalConstraint::Is(t) => {
-                Principal::Is(KINDS.into_iter().find(|k| k.type_name() == t.to_string())?)
-            }
+            PrincipalConstraint::Is(t) => Principal::Is(
+                Kind::ALL
+                    .into_iter()
+                    .find(|k| k.type_name() == t.to_string())?,
+            ),
             PrincipalConstraint::Eq(uid) => {
                 let (kind, id) = entity(uid)?;
                 Principal::Eq(kind, id)
@@ -118,7 +122,7 @@ fn the_schema_declares_no_enumerated_entity_types() {
 }
 
 fn kind() -> impl Strategy<Value = Kind> {
-    proptest::sample::select(KINDS.to_vec())
+    proptest::sample::select(Kind::ALL.to_vec())
 }
 
 fn id() -> impl Strategy<Value = String> {
@@ -143,8 +147,9 @@ fn bundle() -> impl Strategy<Value = String> {
         (kind(), id()).prop_map(|(k, id)| format!("principal == {}::\"{id}\"", k.type_name())),
     ];
     let action = prop_oneof![
-        proptest::sample::select(ACTIONS.to_vec()).prop_map(|a| format!("action == {}", a.cedar())),
-        proptest::collection::vec(proptest::sample::select(ACTIONS.to_vec()), 1..3).prop_map(
+        proptest::sample::select(Action::ALL.to_vec())
+            .prop_map(|a| format!("action == {}", a.cedar())),
+        proptest::collection::vec(proptest::sample::select(Action::ALL.to_vec()), 1..3).prop_map(
             |list| {
                 let list: Vec<String> = list.iter().map(|a| a.cedar()).collect();
                 format!("action in [{}]", list.join(", "))
