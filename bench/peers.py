@@ -7,7 +7,8 @@ request body and the same load generator (`oha`). Load shapes: non-streaming and
 (`"stream": true`; oha times the whole streamed answer, and its first byte), each at c=1, c=32
 and saturation (PORTCULLIS_BENCH_SATURATION connections, 256 by default). Each shape is run
 once per target in each of PORTCULLIS_BENCH_ROUNDS rounds (3), the targets interleaved and
-their order rotated every round, so drift on the VM spreads over all of them.
+their order rotated every round, so drift on the VM spreads over all of them;
+PORTCULLIS_BENCH_SHAPES (`;`-separated labels) runs only those shapes.
 
 Reported per target and shape: the median and the spread (min–max) of requests/s, p50, p99 and
 CPU per request — the CPU of the target's whole process tree (utime+stime of each process plus
@@ -34,6 +35,10 @@ REQUEST_TIMEOUT = "60s"
 SHAPES = [(f"{kind}, c={c}" + (" (saturation)" if c == SATURATION else ""), c, stream)
           for stream, kind in ((False, "non-streaming"), (True, "streaming"))
           for c in (1, 32, SATURATION)]
+# PORTCULLIS_BENCH_SHAPES: only the shapes whose label is one of these (`;`-separated), for
+# more rounds of one row, e.g. "non-streaming, c=1".
+if os.environ.get("PORTCULLIS_BENCH_SHAPES"):
+    SHAPES = [s for s in SHAPES if s[0] in os.environ["PORTCULLIS_BENCH_SHAPES"].split(";")]
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
