@@ -39,6 +39,8 @@ SHAPES = [(f"{kind}, c={c}" + (" (saturation)" if c == SATURATION else ""), c, s
 # more rounds of one row, e.g. "non-streaming, c=1".
 if os.environ.get("PORTCULLIS_BENCH_SHAPES"):
     SHAPES = [s for s in SHAPES if s[0] in os.environ["PORTCULLIS_BENCH_SHAPES"].split(";")]
+    if not SHAPES:
+        sys.exit("PORTCULLIS_BENCH_SHAPES names no shape; labels look like `non-streaming, c=1`")
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 

@@ -28,15 +28,7 @@ pub fn admin_prefix(bundle_id: &str) -> String {
 
 /// Parses and validates a bundle's text, returning its qualified policy ids.
 pub fn check(prefix: &str, text: &str) -> Result<Vec<String>, policy::PolicyError> {
-    if let Some(permits) = policy::plain::read_valid(prefix, text) {
-        // As Cedar displays them, like the ids below.
-        let id = |p: policy::plain::Permit| cedar_policy::PolicyId::new(p.id).to_string();
-        return Ok(permits.into_iter().map(id).collect());
-    }
-    let policies = policy::parse_bundle(prefix, text)?;
-    let ids = policies.iter().map(|p| p.id().to_string()).collect();
-    policy::validate(&policy::policy_set(policies)?)?;
-    Ok(ids)
+    Ok(policy::check_bundle(prefix, text)?.ids())
 }
 
 struct Managed<'a> {

@@ -526,8 +526,8 @@ impl Runtime {
     }
 }
 
-/// Checks bundles on every core (a first snapshot of a large workspace holds thousands),
-/// each thread with its own validator; the results in the given order.
+/// Checks bundles on every core (a first snapshot of a large workspace holds thousands);
+/// the results in the given order.
 fn check_all(
     bundles: &[(&str, &str)],
 ) -> Vec<Result<Rules, portcullis_shared::policy::PolicyError>> {
@@ -556,17 +556,11 @@ fn check_part(
     bundles: &[(&str, &str)],
 ) -> Vec<Result<Rules, portcullis_shared::policy::PolicyError>> {
     use portcullis_shared::policy;
-    let validator = policy::validator();
     bundles
         .iter()
-        .map(|(prefix, text)| {
-            if let Some(permits) = policy::plain::read_valid(prefix, text) {
-                return Ok(Rules::from_permits(permits));
-            }
-            let validator = validator.as_ref().map_err(Clone::clone)?;
-            let set = policy::policy_set(policy::parse_bundle(prefix, text)?)?;
-            policy::validate_with(validator, &set)?;
-            Rules::new(set)
+        .map(|(prefix, text)| match policy::check_bundle(prefix, text)? {
+            policy::Checked::Permits(permits) => Ok(Rules::from_permits(permits)),
+            policy::Checked::Cedar { set, .. } => Rules::new(*set),
         })
         .collect()
 }

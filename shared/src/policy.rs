@@ -191,24 +191,63 @@ pub fn policy_set(policies: impl IntoIterator<Item = Policy>) -> Result<PolicySe
     Ok(set)
 }
 
+/// A bundle parsed and validated.
+pub enum Checked {
+    /// Wholly unconditional permits, read by [`plain`] without Cedar's parser.
+    Permits(Vec<plain::Permit>),
+    /// Cedar's policy set, and its qualified ids in source order.
+    Cedar {
+        set: Box<PolicySet>,
+        ids: Vec<String>,
+    },
+}
+
+impl Checked {
+    /// The qualified policy ids in source order, as Cedar displays them.
+    pub fn ids(&self) -> Vec<String> {
+        match self {
+            Checked::Permits(permits) => permits
+                .iter()
+                .map(|p| PolicyId::new(&p.id).to_string())
+                .collect(),
+            Checked::Cedar { ids, .. } => ids.clone(),
+        }
+    }
+}
+
+/// Parses a bundle with qualified ids and validates it against the schema: a bundle of
+/// unconditional permits through [`plain`], any other through Cedar's parser.
+pub fn check_bundle(prefix: &str, text: &str) -> Result<Checked, PolicyError> {
+    if let Some(permits) = plain::read_valid(prefix, text) {
+        return Ok(Checked::Permits(permits));
+    }
+    let policies = parse_bundle(prefix, text)?;
+    let ids = policies.iter().map(|p| p.id().to_string()).collect();
+    let set = policy_set(policies)?;
+    validate(&set)?;
+    Ok(Checked::Cedar {
+        set: Box::new(set),
+        ids,
+    })
+}
+
 /// Validates a policy set against the schema in strict mode.
 pub fn validate(set: &PolicySet) -> Result<(), PolicyError> {
-    validate_with(&validator()?, set)
-}
-
-/// A validator for the schema, to validate many sets with one.
-pub fn validator() -> Result<Validator, PolicyError> {
-    Ok(Validator::new(schema()?.clone()))
-}
-
-/// [`validate`] with a validator made once.
-pub fn validate_with(validator: &Validator, set: &PolicySet) -> Result<(), PolicyError> {
-    let result = validator.validate(set, ValidationMode::Strict);
+    let result = validator()?.validate(set, ValidationMode::Strict);
     if result.validation_passed() {
         return Ok(());
     }
     let messages: Vec<String> = result.validation_errors().map(render).collect();
     Err(PolicyError::Invalid(messages.join("; ")))
+}
+
+/// The validator for the schema, built once.
+fn validator() -> Result<&'static Validator, PolicyError> {
+    static VALIDATOR: OnceLock<Result<Validator, PolicyError>> = OnceLock::new();
+    VALIDATOR
+        .get_or_init(|| Ok(Validator::new(schema()?.clone())))
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// Renders a Cedar error on one line.
