@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use portcullis_shared::audit::AuditEvent;
+use portcullis_shared::audit::{bound, AuditEvent};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 pub use events::{
@@ -42,8 +42,9 @@ pub struct Audit {
     /// Refusals made before a caller is identified (bad keys, disabled gateways) are recorded
     /// at a bounded rate, so a flood of bad keys cannot push real events out of the spool.
     anonymous: AnonymousLimit,
-    /// Events dropped: the writer fell behind, the spool was full, or a line was unreadable.
-    pub dropped: Arc<AtomicU64>,
+    /// Events dropped: the writer fell behind, the spool was full, a line was unreadable, or
+    /// the control plane refused an event.
+    drops: ship::Drops,
 }
 
 /// The background work, to finish on shutdown.
@@ -76,7 +77,7 @@ impl Audit {
             tx: None,
             spool: None,
             anonymous: AnonymousLimit::default(),
-            dropped: Arc::default(),
+            drops: ship::Drops::default(),
         }
     }
 
@@ -93,20 +94,20 @@ impl Audit {
     ) -> std::io::Result<(Self, AuditTasks)> {
         let spool = spool::Spool::open(&dir.join("audit"), max_bytes)?;
         let (tx, rx) = mpsc::channel(CHANNEL);
-        let dropped: Arc<AtomicU64> = Arc::default();
+        let drops = ship::Drops::default();
         let written = Arc::new(Notify::new());
         let writer = {
-            let (spool, written, dropped) = (spool.clone(), written.clone(), dropped.clone());
+            let (spool, written, drops) = (spool.clone(), written.clone(), drops.clone());
             std::thread::Builder::new()
                 .name("audit-writer".into())
-                .spawn(move || write(spool, rx, written, dropped))?
+                .spawn(move || write(spool, rx, written, drops))?
         };
         let (stop, stop_rx) = watch::channel(false);
         let shipper = tokio::spawn(ship::run(
             spool.clone(),
             target,
             written,
-            dropped.clone(),
+            drops.clone(),
             stop_rx,
         ));
         let tasks = AuditTasks {
@@ -120,7 +121,7 @@ impl Audit {
                 tx: Some(tx),
                 spool: Some(spool),
                 anonymous: AnonymousLimit::default(),
-                dropped,
+                drops,
             },
             tasks,
         ))
@@ -164,7 +165,7 @@ impl Audit {
         let _ = writeln!(
             out,
             "portcullis_gateway_audit_dropped_total {}",
-            self.dropped.load(Ordering::Relaxed)
+            self.drops.dropped.load(Ordering::Relaxed)
         );
         out.push_str("# TYPE portcullis_gateway_audit_spool_pending_bytes gauge\n");
         let _ = writeln!(
@@ -174,17 +175,23 @@ impl Audit {
         );
     }
 
-    /// Hands an event over without waiting; a full channel drops it (and counts it).
-    pub fn emit<P: serde::Serialize>(&self, event: AuditEvent<P>) {
+    /// Hands an event over without waiting; a full channel drops it (and counts it). Its
+    /// caller-supplied strings are cut and its size bounded first (`bound`), so that it ships.
+    pub fn emit<P: serde::Serialize>(&self, mut event: AuditEvent<P>) {
         let Some(tx) = &self.tx else { return };
+        bound::clip_envelope(&mut event);
         let mut line = Vec::with_capacity(1024);
         if serde_json::to_writer(&mut line, &event).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.drops.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        let Some(mut line) = bound::bounded_line(line) else {
+            self.drops.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
         line.push(b'\n');
         if tx.try_send(Msg::Event(line)).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.drops.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -194,9 +201,9 @@ fn write(
     spool: spool::Spool,
     mut rx: mpsc::Receiver<Msg>,
     written: Arc<Notify>,
-    dropped: Arc<AtomicU64>,
+    drops: ship::Drops,
 ) {
-    let mut reported = 0u64;
+    let dropped = &drops.dropped;
     let mut buf = Vec::with_capacity(64 * 1024);
     let mut busy = false;
     let mut full = false;
@@ -257,7 +264,7 @@ fn write(
                     dropped.fetch_add(n as u64, Ordering::Relaxed);
                 }
             }
-            report_drops(&spool, &dropped, &mut reported);
+            report_drops(&spool, &drops);
             written.notify_one();
         }
         if let Some(done) = close {
@@ -269,14 +276,21 @@ fn write(
     spool.sync();
 }
 
-/// Drops since the last report become an `audit.dropped` event of their own.
-fn report_drops(spool: &spool::Spool, dropped: &AtomicU64, reported: &mut u64) {
-    let total = dropped.load(Ordering::Relaxed);
-    if total <= *reported {
+/// Drops since the last report become an `audit.dropped` event of their own. The shipper
+/// reports the events it drops itself, counting them as reported before it counts them as
+/// dropped, so they are never reported twice.
+fn report_drops(spool: &spool::Spool, drops: &ship::Drops) {
+    let (dropped, reported) = (&drops.dropped, &drops.reported);
+    let total = dropped.load(Ordering::SeqCst);
+    let before = reported.load(Ordering::SeqCst);
+    if total <= before
+        || reported
+            .compare_exchange(before, total, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+    {
         return;
     }
-    let e = dropped_event(total - *reported, "the audit spool or its queue was full");
-    *reported = total;
+    let e = dropped_event(total - before, "the audit spool or its queue was full");
     let Ok(mut line) = serde_json::to_vec(&e) else {
         return;
     };

@@ -1,6 +1,8 @@
 //! `AuditEventV1`: the envelope every audited decision is recorded in, and the audit service's
 //! wire types. Enumerations use their proto JSON names (`RESULT_ALLOWED`, …).
 
+pub mod bound;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -16,6 +18,8 @@ pub mod types {
     pub const MCP_REQUEST: &str = "mcp.request";
     pub const ACCESS_DENIED: &str = "access.denied";
     pub const AUDIT_DROPPED: &str = "audit.dropped";
+    /// What a query shows in place of a stored event that cannot be read.
+    pub const AUDIT_UNREADABLE: &str = "audit.unreadable";
     pub const MGMT_OPERATION: &str = "mgmt.operation";
     /// A settled call took a quota past 80 % or 100 % of its limit.
     pub const QUOTA_THRESHOLD: &str = "quota.threshold";

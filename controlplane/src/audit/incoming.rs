@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use portcullis_shared::audit::{AuditEvent, AuditEventV1};
+use portcullis_shared::audit::{bound, AuditEvent, AuditEventV1};
 use portcullis_shared::snapshot::Charge;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
@@ -33,6 +33,12 @@ impl<'de> Deserialize<'de> for Incoming {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = Box::<RawValue>::deserialize(deserializer)?;
         let event = parse_envelope(text.get()).map_err(D::Error::custom)?;
+        if bound::depth(event.payload.get().as_bytes()) > bound::MAX_PAYLOAD_DEPTH {
+            return Err(D::Error::custom(format!(
+                "field payload: nested deeper than {} levels",
+                bound::MAX_PAYLOAD_DEPTH
+            )));
+        }
         Ok(Self {
             event,
             text: Some(text),
@@ -173,6 +179,17 @@ mod tests {
             "{err}"
         );
         assert!(err.matches(" at line ").count() <= 1, "{err}");
+    }
+
+    #[test]
+    fn a_payload_nested_too_deeply_is_refused() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(batch(&event_text(&deep(bound::MAX_PAYLOAD_DEPTH))).is_ok());
+        let err = batch(&event_text(&deep(bound::MAX_PAYLOAD_DEPTH + 1)))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("nested deeper than"), "{err}");
     }
 
     #[test]

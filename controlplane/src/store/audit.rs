@@ -137,13 +137,30 @@ pub async fn query(
 ) -> Result<Vec<(i64, String, AuditEventV1)>, StoreError> {
     let (sql, args) = query_sql(workspace_id, conds, limit);
     let rows: Vec<(i64, String, String)> = bound(&sql, args).fetch_all(conn).await?;
-    rows.into_iter()
+    Ok(rows
+        .into_iter()
         .map(|(t, id, body)| {
-            serde_json::from_str(&body)
-                .map(|e| (t, id, e))
-                .map_err(corrupt)
+            let event = serde_json::from_str(&body).unwrap_or_else(|e| unreadable(&id, t, &e));
+            (t, id, event)
         })
-        .collect()
+        .collect())
+}
+
+/// What a page shows for a stored event that cannot be read: its id and time, and why, so one
+/// bad row neither fails the page nor disappears from it.
+fn unreadable(event_id: &str, time_ms: i64, error: &serde_json::Error) -> AuditEventV1 {
+    tracing::error!(event_id, %error, "A stored audit event cannot be read.");
+    let time = chrono::DateTime::from_timestamp_millis(time_ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default();
+    AuditEventV1 {
+        event_id: event_id.to_string(),
+        event_type: portcullis_shared::audit::types::AUDIT_UNREADABLE.into(),
+        time,
+        result: portcullis_shared::audit::results::ERROR.into(),
+        payload: serde_json::json!({"error": error.to_string()}),
+        ..Default::default()
+    }
 }
 
 /// The statement of [`query`] and its arguments.

@@ -260,6 +260,26 @@ pub fn dropped_event(count: u64, why: &str) -> AuditEventV1 {
     }
 }
 
+/// `audit.dropped` for one event the control plane refused, naming it (its id and type, as
+/// far as the line can be read) and saying why, both cut to the caller-string bound.
+pub fn refused_line_event(line: &[u8], why: &str) -> AuditEventV1 {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Named {
+        event_id: String,
+        #[serde(rename = "type")]
+        event_type: String,
+    }
+    let named: Named = serde_json::from_slice(line).unwrap_or_default();
+    let clip = audit::bound::clip;
+    let mut e = dropped_event(1, "the control plane refused the event");
+    e.payload["event_id"] = json!(clip(&named.event_id));
+    e.payload["event_type"] = json!(clip(&named.event_type));
+    e.payload["refusal"] = json!(clip(why));
+    e.payload["bytes"] = json!(line.len());
+    e
+}
+
 /// A duration in milliseconds, to the microsecond.
 pub fn millis(d: std::time::Duration) -> f64 {
     (d.as_secs_f64() * 1_000_000.0).round() / 1000.0

@@ -1,9 +1,14 @@
-//! Ships spooled events to `SyncService/IngestAudit` in batches of up to 100: shortly after
-//! the writer reports new events, and at least every 5 s. The cursor moves only when the control
-//! plane acknowledges a batch; failures back off and retry, so an outage only delays events.
+//! Ships spooled events to `SyncService/IngestAudit` in batches of up to 100 (and about
+//! 256 KiB): shortly after the writer reports new events, and at least every 5 s. The cursor
+//! moves only when the control plane acknowledges a batch; failures back off and retry, so an
+//! outage only delays events. A batch the control plane refuses as malformed is split until
+//! the events it refuses stand alone: only those are dropped, each reported by an
+//! `audit.dropped` event that names it, and their neighbours are stored.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{watch, Notify};
 
@@ -65,26 +70,77 @@ async fn send(http: &reqwest::Client, target: &Target, body: Vec<u8>) -> Sent {
     }
 }
 
-/// The request body for a batch: its lines that are JSON objects, with how many that is and
-/// how many were not. Lines an earlier process wrote are checked (without building them): what
-/// a crash garbled cannot be ingested. This process's lines are whole events as serialized.
-fn ingest_body(batch: &Batch) -> (Vec<u8>, usize, usize) {
-    let mut body = Vec::with_capacity(batch.lines().map(|l| l.len() + 1).sum::<usize>() + 16);
+/// A batch's lines that are JSON objects, and how many were not. Lines an earlier process
+/// wrote are checked (without building them): what a crash garbled cannot be ingested. This
+/// process's lines are whole events as serialized.
+fn shippable(batch: &Batch) -> (Vec<&[u8]>, usize) {
+    let (good, bad): (Vec<&[u8]>, Vec<&[u8]>) = batch
+        .lines()
+        .partition(|line| batch.own || is_json_object(line));
+    (good, bad.len())
+}
+
+/// The request body for some events.
+fn ingest_body(lines: &[&[u8]]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum::<usize>() + 16);
     body.extend_from_slice(b"{\"events\":[");
-    let (mut kept, mut bad) = (0, 0);
-    for line in batch.lines() {
-        if !batch.own && !is_json_object(line) {
-            bad += 1;
-            continue;
-        }
-        if kept > 0 {
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
             body.push(b',');
         }
         body.extend_from_slice(line);
-        kept += 1;
     }
     body.extend_from_slice(b"]}");
-    (body, kept, bad)
+    body
+}
+
+/// Sends `lines`; a refused part is split in halves and sent again, until each event the
+/// control plane refuses stands alone. Returns those events with why they were refused, or the
+/// failure that stopped shipping (then nothing is settled: the whole batch is sent again later,
+/// and ingest keeps what it stored once).
+async fn send_isolating<'a>(
+    http: &reqwest::Client,
+    target: &Target,
+    lines: &[&'a [u8]],
+) -> Result<Vec<(&'a [u8], String)>, String> {
+    let mut refused = Vec::new();
+    let mut todo = vec![lines];
+    while let Some(part) = todo.pop() {
+        match send(http, target, ingest_body(part)).await {
+            Sent::Acknowledged => {}
+            Sent::Refused(why) if part.len() == 1 => refused.push((part[0], why)),
+            Sent::Refused(_) => {
+                let (first, second) = part.split_at(part.len() / 2);
+                todo.push(second);
+                todo.push(first);
+            }
+            Sent::Failed(why) => return Err(why),
+        }
+    }
+    Ok(refused)
+}
+
+/// Drops an event the control plane refused, and records that with an `audit.dropped` event
+/// naming it (counted as reported, so the writer does not report it again).
+fn drop_refused(spool: &Spool, drops: &Drops, line: &[u8], why: &str) {
+    let named = super::events::refused_line_event(line, why);
+    tracing::error!(event_id = %named.payload["event_id"], why, "The control plane refused an audit event; it is dropped.");
+    drops.reported.fetch_add(1, Ordering::SeqCst);
+    drops.dropped.fetch_add(1, Ordering::SeqCst);
+    let Ok(mut out) = serde_json::to_vec(&named) else {
+        return;
+    };
+    out.push(b'\n');
+    if let Ok(pushed_out) = spool.append(&out) {
+        drops.dropped.fetch_add(pushed_out, Ordering::SeqCst);
+    }
+}
+
+/// Events dropped, and how many of those an `audit.dropped` event has reported.
+#[derive(Clone, Default)]
+pub struct Drops {
+    pub dropped: Arc<AtomicU64>,
+    pub reported: Arc<AtomicU64>,
 }
 
 fn is_json_object(line: &[u8]) -> bool {
@@ -97,10 +153,10 @@ pub async fn run(
     spool: Spool,
     target: Target,
     written: Arc<Notify>,
-    dropped: Arc<std::sync::atomic::AtomicU64>,
+    drops: Drops,
     stop: watch::Receiver<bool>,
 ) {
-    ship(&spool, target, written, dropped, stop).await;
+    ship(&spool, target, written, drops, stop).await;
     spool.save_cursor();
 }
 
@@ -108,7 +164,7 @@ async fn ship(
     spool: &Spool,
     target: Target,
     written: Arc<Notify>,
-    dropped: Arc<std::sync::atomic::AtomicU64>,
+    drops: Drops,
     mut stop: watch::Receiver<bool>,
 ) {
     let http = match reqwest::Client::builder()
@@ -160,36 +216,29 @@ async fn ship(
             }
             continue;
         }
-        let (body, events, bad) = ingest_body(&batch);
+        let (lines, bad) = shippable(&batch);
         if bad > 0 {
             tracing::error!(bad, "Unreadable lines in the audit spool were skipped.");
-            dropped.fetch_add(bad as u64, std::sync::atomic::Ordering::Relaxed);
+            drops.dropped.fetch_add(bad as u64, Ordering::SeqCst);
         }
-        let sent = if events == 0 {
-            Sent::Acknowledged
+        let sent = if lines.is_empty() {
+            Ok(Vec::new())
         } else if stopping {
-            match tokio::time::timeout(FINAL_ATTEMPT, send(&http, &target, body)).await {
-                Ok(s) => s,
-                Err(_) => Sent::Failed("timed out".into()),
-            }
+            tokio::time::timeout(FINAL_ATTEMPT, send_isolating(&http, &target, &lines))
+                .await
+                .unwrap_or_else(|_| Err("timed out".into()))
         } else {
-            send(&http, &target, body).await
+            send_isolating(&http, &target, &lines).await
         };
         match sent {
-            Sent::Acknowledged => {
+            Ok(refused) => {
+                for (line, why) in refused {
+                    drop_refused(spool, &drops, line, &why);
+                }
                 spool.advance(batch.from, batch.next);
                 backoff = Duration::from_millis(250);
             }
-            Sent::Refused(why) => {
-                tracing::error!(
-                    events,
-                    why,
-                    "The control plane refused an audit batch; it is dropped."
-                );
-                dropped.fetch_add(events as u64, std::sync::atomic::Ordering::Relaxed);
-                spool.advance(batch.from, batch.next);
-            }
-            Sent::Failed(why) => {
+            Err(why) => {
                 if stopping {
                     tracing::warn!(
                         pending_bytes = spool.pending_bytes(),
@@ -216,6 +265,102 @@ async fn ship(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A control plane that refuses (400) any batch holding an event marked `bad`, and records
+    /// the events of every batch it stores.
+    async fn picky_ingest() -> (Target, Arc<std::sync::Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let stored = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = stored.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut data = Vec::new();
+                let mut buf = [0u8; 4096];
+                let body = loop {
+                    let n = conn.read(&mut buf).await.unwrap();
+                    data.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&data).to_string();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length: ")
+                                    .map(|v| v.trim().parse().unwrap())
+                            })
+                            .unwrap();
+                        if body.len() >= len {
+                            break body.to_string();
+                        }
+                    }
+                };
+                let events: serde_json::Value = serde_json::from_str(&body).unwrap();
+                let names: Vec<String> = events["events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["n"].as_str().unwrap().to_string())
+                    .collect();
+                let status = if names.iter().any(|n| n.starts_with("bad")) {
+                    "400 Bad Request"
+                } else {
+                    kept.lock().unwrap().extend(names);
+                    "200 OK"
+                };
+                let reply = format!(
+                    "HTTP/1.1 {status}\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}"
+                );
+                conn.write_all(reply.as_bytes()).await.unwrap();
+            }
+        });
+        (Target::new(&url, "svc_dt_test"), stored)
+    }
+
+    #[tokio::test]
+    async fn a_refused_batch_loses_only_the_events_refused_alone() {
+        let (target, stored) = picky_ingest().await;
+        let lines: Vec<Vec<u8>> = (0..100)
+            .map(|i| {
+                let n = if i == 37 || i == 80 {
+                    format!("bad{i}")
+                } else {
+                    format!("ok{i}")
+                };
+                format!("{{\"n\":\"{n}\"}}").into_bytes()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+        let refused = send_isolating(&reqwest::Client::new(), &target, &refs)
+            .await
+            .unwrap();
+        let refused: Vec<&[u8]> = refused.into_iter().map(|(l, _)| l).collect();
+        assert_eq!(
+            refused,
+            [&b"{\"n\":\"bad37\"}"[..], &b"{\"n\":\"bad80\"}"[..]]
+        );
+        let mut stored = stored.lock().unwrap().clone();
+        stored.sort_by_key(|n| n[2..].parse::<u32>().unwrap());
+        let expected: Vec<String> = (0..100)
+            .filter(|i| *i != 37 && *i != 80)
+            .map(|i| format!("ok{i}"))
+            .collect();
+        assert_eq!(stored, expected, "every other event is stored, once");
+    }
+
+    #[test]
+    fn a_refused_event_is_reported_by_name() {
+        let e = crate::audit::events::refused_line_event(
+            br#"{"event_id":"ev-1","type":"model.call","payload":{}}"#,
+            "400: too large",
+        );
+        assert_eq!(e.event_type, "audit.dropped");
+        assert_eq!(e.payload["event_id"], "ev-1");
+        assert_eq!(e.payload["event_type"], "model.call");
+        assert_eq!(e.payload["dropped"], 1);
+        assert!(e.payload["refusal"].as_str().unwrap().contains("too large"));
+    }
 
     #[test]
     fn a_batch_ships_its_well_formed_lines_and_counts_the_rest() {
@@ -230,9 +375,9 @@ mod tests {
         spool.append(b"{\"n\":5}\n").unwrap();
         let batch = spool.read_batch(10).unwrap();
         assert!(!batch.own);
-        let (body, kept, bad) = ingest_body(&batch);
-        assert_eq!((kept, bad), (3, 2));
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let (lines, bad) = shippable(&batch);
+        assert_eq!((lines.len(), bad), (3, 2));
+        let body: serde_json::Value = serde_json::from_slice(&ingest_body(&lines)).unwrap();
         assert_eq!(
             body,
             serde_json::json!({"events": [{"n": 1}, {"n": 2}, {"n": 4}]})
@@ -240,8 +385,8 @@ mod tests {
         spool.advance(batch.from, batch.next);
         let own = spool.read_batch(10).unwrap();
         assert!(own.own);
-        let (body, kept, bad) = ingest_body(&own);
-        assert_eq!((kept, bad), (1, 0));
-        assert_eq!(body, b"{\"events\":[{\"n\":5}]}");
+        let (lines, bad) = shippable(&own);
+        assert_eq!((lines.len(), bad), (1, 0));
+        assert_eq!(ingest_body(&lines), b"{\"events\":[{\"n\":5}]}");
     }
 }

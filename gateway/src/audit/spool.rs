@@ -288,7 +288,9 @@ impl Spool {
                 f.take(window).read_to_end(&mut batch.data)?;
                 let mut start = 0;
                 for end in memchr::memchr_iter(b'\n', &batch.data) {
-                    if batch.lines.len() == max {
+                    // A batch is bounded by bytes too: a line longer than a window (which
+                    // only an older version wrote) ships alone.
+                    if batch.lines.len() == max || start as u64 >= READ_WINDOW {
                         break;
                     }
                     let body = trimmed(start, &batch.data[start..end]);

@@ -70,8 +70,9 @@ impl<'g, 'r, 'c> CallRecord<'g, 'r, 'c> {
 
     /// The name the request sent as `model`, before it is resolved.
     pub fn named(&mut self, requested: &str, streaming: bool) {
+        let requested = portcullis_shared::audit::bound::clip(requested);
         self.requested = requested.to_string();
-        self.resource.name = requested.to_string();
+        self.resource.name = requested.into_owned();
         self.streaming = streaming;
     }
 

@@ -421,3 +421,68 @@ async fn acknowledged_events_survive_a_kill_during_ingest(backend: Backend) {
         acknowledged.len()
     );
 }
+
+/// One agent request naming a 2.5 MB model must not cost other callers their events: its
+/// event is stored with the name cut (and a hash of the whole), and every neighbour in its
+/// batch is stored too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_model_name_costs_no_other_event() {
+    let s = Setup::start(Backend::Sqlite, false).await;
+    let run = activity();
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", s.base());
+    let call = |model: String| {
+        client
+            .post(&url)
+            .bearer_auth(&s.key)
+            .header("x-svc-activity-id", &run)
+            .json(&json!({"model": model, "messages": [{"role": "user", "content": PROMPT}]}))
+            .send()
+    };
+    let huge = "m".repeat(2_500_000);
+    let mut calls: Vec<_> = (0..30).map(|_| call("gpt".into())).collect();
+    calls.push(call(huge.clone()));
+    calls.extend((0..30).map(|_| call("gpt".into())));
+    let mut statuses = Vec::new();
+    for r in futures_util::future::join_all(calls).await {
+        statuses.push(r.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 60);
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 404).count(),
+        1,
+        "{statuses:?}"
+    );
+
+    let filter = by_activity(&s.cp, &run, &["model.call"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let events = loop {
+        let events = all(&s.cp, &filter, 1000).await;
+        if events.len() >= 61 || Instant::now() > deadline {
+            break events;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(
+        events.len(),
+        61,
+        "every call's event is stored:\n{}",
+        s.gw.logs()
+    );
+    let named: Vec<&str> = events.iter().map(|e| e.resource.name.as_str()).collect();
+    assert_eq!(named.iter().filter(|n| **n == "gpt").count(), 60);
+    let cut = named.iter().find(|n| **n != "gpt").unwrap();
+    assert!(
+        cut.starts_with(&huge[..256]) && cut.contains("…#"),
+        "{}",
+        &cut[..300.min(cut.len())]
+    );
+    assert!(cut.len() < 400);
+    let dropped = QueryEventsRequest {
+        workspace_id: Some(s.cp.workspace_id.clone()),
+        event_types: vec!["audit.dropped".into()],
+        ..Default::default()
+    };
+    let dropped = all(&s.cp, &dropped, 100).await;
+    assert!(dropped.is_empty(), "nothing had to be dropped: {dropped:?}");
+}
