@@ -12,6 +12,7 @@ use cedar_policy::{
     RestrictedExpression, Schema, ValidationMode, Validator,
 };
 
+pub mod depth;
 pub mod plain;
 
 /// The schema text, shipped in `policies/schema.cedarschema`.
@@ -216,11 +217,29 @@ impl Checked {
 }
 
 /// Parses a bundle with qualified ids and validates it against the schema: a bundle of
-/// unconditional permits through [`plain`], any other through Cedar's parser.
+/// unconditional permits through [`plain`], any other through Cedar's parser, once its nesting
+/// is known to be within [`depth`]'s bounds, on a thread with room for Cedar's recursion.
 pub fn check_bundle(prefix: &str, text: &str) -> Result<Checked, PolicyError> {
     if let Some(permits) = plain::read_valid(prefix, text) {
         return Ok(Checked::Permits(permits));
     }
+    depth::check(text).map_err(PolicyError::Parse)?;
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cedar-check".into())
+            .stack_size(CEDAR_STACK_BYTES)
+            .spawn_scoped(scope, || check_with_cedar(prefix, text))
+            .map_err(|e| PolicyError::Invalid(format!("checking the bundle failed: {e}")))?
+            .join()
+            .unwrap_or_else(|_| Err(PolicyError::Invalid("checking the bundle failed".into())))
+    })
+}
+
+/// Stack for Cedar's parser and validator: far more than text within [`depth`]'s bounds
+/// needs, and only touched as it is used.
+const CEDAR_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+fn check_with_cedar(prefix: &str, text: &str) -> Result<Checked, PolicyError> {
     let policies = parse_bundle(prefix, text)?;
     let ids = policies.iter().map(|p| p.id().to_string()).collect();
     let set = policy_set(policies)?;

@@ -77,6 +77,22 @@ async fn deploy_validates_and_ids_policies(cp: &ControlPlane) {
     )
     .await
     .expect_error("invalid_argument", 400);
+    // A few hundred bytes nested deeply enough to overflow a stack in Cedar's parser: refused,
+    // and the control plane (with its embedded checks) keeps running.
+    let nested = format!(
+        "permit (principal, action, resource) when {{ {}true{} }};",
+        "(".repeat(200),
+        ")".repeat(200)
+    );
+    assert!(nested.len() < 500);
+    cp.call(
+        RULES,
+        "DeployRuleBundle",
+        cp.body(json!({"policies": nested})),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("nest");
     assert_eq!(
         admin_bundles(cp).await.len(),
         1,
