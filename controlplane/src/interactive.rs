@@ -2,20 +2,24 @@
 //! every gateway's `/mcp`. An MCP client registers ([`register`], RFC 7591) and sends the
 //! person to `/oauth2/authorize` (or names itself by the URL of its metadata document,
 //! [`client_document`]) with PKCE S256 and the gateway's MCP URL as its `resource`
-//! (RFC 8707). The person picks the agent when more than one on that gateway admits
-//! interactive sign-in, and signs in at the agent's OpenID provider ([`signin`]); only the
-//! agent's exact `actas_allowed_emails` / `actas_allowed_subjects` entries admit anyone
-//! ([`authorize`]). The authorization is a grant: the client trades its code for an agent
-//! token that names the person and the grant (the token `ExchangeAgentKey` mints, with `act`
-//! and `grant`) and a refresh token that is rotated on each use ([`token`]). Revoking a grant
-//! ends its refresh tokens at once and its access tokens when gateways next sync (snapshots
-//! list the grants revoked lately).
+//! (RFC 8707), which must be one of the gateway's public URLs ([`resource`]). The person signs
+//! in at the OpenID provider of the gateway's interactive agents ([`signin`]); only then are
+//! the agents listed, those whose exact `actas_allowed_emails` / `actas_allowed_subjects`
+//! entries admit them ([`authorize`]). No code is issued before the person approves the client
+//! on the consent page ([`consent`]), which is remembered for the person, client and agent
+//! until a grant of theirs for them is revoked. The authorization is a grant: the client
+//! trades its code for an agent token that names the person and the grant (the token
+//! `ExchangeAgentKey` mints, with `act` and `grant`) and a refresh token that is rotated on
+//! each use ([`token`]). Revoking a grant ends its refresh tokens at once and its access
+//! tokens when gateways next sync (snapshots list the grants revoked lately).
 
 mod authorize;
 mod client_document;
+mod consent;
 #[cfg(test)]
 mod fuzz;
 mod register;
+mod resource;
 mod signin;
 mod token;
 
@@ -57,6 +61,7 @@ pub fn routes() -> Router<Arc<App>> {
         )
         .route("/oauth2/authorize", get(authorize::authorize))
         .route("/oauth2/signin/callback", get(authorize::signed_in))
+        .route("/oauth2/consent", post(consent::decide))
         .route("/oauth2/token", post(token::token).options(preflight))
         .route(
             "/oauth2/revoke",
@@ -128,21 +133,6 @@ fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
 /// A fresh secret value: 43 base62 characters (256 bits).
 fn random_token() -> String {
     Alphanumeric.sample_string(&mut rand::rngs::OsRng, 43)
-}
-
-/// The gateway a resource names: `{gateway_url}/mcp`, where `{gateway_url}` ends in
-/// `/gateways/<id>`.
-fn gateway_of(resource: &str) -> Option<&str> {
-    let url = url::Url::parse(resource).ok()?;
-    if url.query().is_some() || url.fragment().is_some() {
-        return None;
-    }
-    // The raw path, as the client wrote it (the parsed URL normalizes it).
-    let path = resource.split_once("://")?.1;
-    let path = &path[path.find('/')?..];
-    let rest = &path[path.rfind("/gateways/")? + "/gateways/".len()..];
-    let id = rest.trim_end_matches('/').strip_suffix("/mcp")?;
-    (!id.is_empty() && !id.contains('/')).then_some(id)
 }
 
 /// What the MCP client asked for, carried through sign-in to its code.
@@ -233,20 +223,4 @@ pub async fn revoke_unadmitted(conn: &mut Conn, agent: &AgentRow) -> Result<u64,
         }
     }
     Ok(revoked)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::gateway_of;
-
-    #[test]
-    fn a_resource_names_its_gateway() {
-        assert_eq!(gateway_of("http://h:1/gateways/g1/mcp"), Some("g1"));
-        assert_eq!(gateway_of("https://h/prefix/gateways/g1/mcp"), Some("g1"));
-        assert_eq!(gateway_of("https://h/gateways/g1/mcp/"), Some("g1"));
-        assert_eq!(gateway_of("https://h/gateways//mcp"), None);
-        assert_eq!(gateway_of("https://h/gateways/g1/v1"), None);
-        assert_eq!(gateway_of("https://h/gateways/g1/mcp?x=1"), None);
-        assert_eq!(gateway_of("not a url"), None);
-    }
 }

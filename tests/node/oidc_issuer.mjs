@@ -16,10 +16,15 @@
 //   GET  /_test/stats  {"jwks_hits", "discovery_hits", "registrations", "refresh_grants",
 //        "revocations", "introspections"}: requests to the JWKS and discovery document, dynamic
 //        client registrations, refresh-token grants, revocations and introspections so far.
-//   GET  /_test/browse?url=&login=&stop_at=  {"status", "url", "body"}: a browser that opens
-//        `url` (any host), follows every redirect, logs in as `login` and consents at this
-//        provider's pages, and returns the first other page it lands on; with `stop_at`, a
-//        redirect to a URL starting with it is not followed but returned (status 302, `url`).
+//   GET  /_test/browse?url=&login=&stop_at=&consent=&agent=  {"status", "url", "body",
+//        "headers"}: a
+//        browser that opens `url` (any host), follows every redirect, logs in as `login` and
+//        consents at this provider's pages, and returns the first other page it lands on; with
+//        `stop_at`, a redirect to a URL starting with it is not followed but returned (status
+//        302, `url`). With `consent` (`approve` or `deny`) it also answers Portcullis's consent
+//        page (a form posting to `/oauth2/consent`) that way, with its cookies, choosing the
+//        agent named `agent` when the page offers several. `headers` are the last page's
+//        (`set-cookie` a list).
 //   POST /_test/access_ttl?seconds=  {}: the lifetime of access tokens issued for resource
 //        servers from now on (default 3600).
 //   POST /_test/refuse_refresh  {}: from now on every refresh-token grant is answered 400
@@ -230,6 +235,25 @@ async function follow(request, response, url, login, stopAt) {
   throw new Error('the flow did not end after 30 steps');
 }
 
+// Portcullis's consent form in `html` answered with `decision` (choosing the agent named
+// `agent` when it offers several), or undefined when the page has none.
+function consentForm(html, decision, agent) {
+  const action = /<form method="post" action="([^"]+\/oauth2\/consent)"/.exec(html)?.[1];
+  if (!action) return undefined;
+  const unescape = (s) => s.replaceAll('&quot;', '"').replaceAll('&lt;', '<').replaceAll('&gt;', '>').replaceAll('&amp;', '&');
+  const fields = new URLSearchParams({ decision });
+  for (const m of html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) {
+    fields.set(m[1], unescape(m[2]));
+  }
+  const options = [...html.matchAll(/<input type="radio" name="agent" value="([^"]+)"[^>]*> <b>([^<]*)<\/b>/g)];
+  if (options.length > 0) {
+    const picked = options.find((m) => unescape(m[2]) === agent) ?? (agent ? undefined : options[0]);
+    if (!picked) throw new Error(`no agent ${agent} on the consent page: ${html.slice(0, 800)}`);
+    fields.set('agent', unescape(picked[1]));
+  }
+  return { action: unescape(action), fields };
+}
+
 async function runCodeFlow(sub) {
   const request = browser();
   const verifier = b64url(randomBytes(32));
@@ -389,10 +413,29 @@ async function testRoute(req, res, url) {
     case 'GET /_test/browse': {
       const start = new URL(url.searchParams.get('url') || '');
       const stopAt = url.searchParams.get('stop_at') || undefined;
+      const login = url.searchParams.get('login') || 'alice';
+      const consent = url.searchParams.get('consent') || undefined;
+      const agent = url.searchParams.get('agent') || undefined;
       const request = browser();
-      const end = await follow(request, await request(start), start, url.searchParams.get('login') || 'alice', stopAt);
-      if (end.redirect) return json(res, 200, { status: 302, url: end.redirect.href, body: '' });
-      return json(res, 200, { status: end.response.status, url: end.url.href, body: await end.response.text() });
+      let end = await follow(request, await request(start), start, login, stopAt);
+      for (let step = 0; step < 3; step++) {
+        if (end.redirect) return json(res, 200, { status: 302, url: end.redirect.href, body: '' });
+        const body = await end.response.text();
+        const form = consent && consentForm(body, consent, agent);
+        if (!form) {
+          const headers = Object.fromEntries(end.response.headers);
+          headers['set-cookie'] = end.response.headers.getSetCookie();
+          return json(res, 200, { status: end.response.status, url: end.url.href, body, headers });
+        }
+        const action = new URL(form.action, end.url);
+        const posted = await request(action, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: form.fields.toString(),
+        });
+        end = await follow(request, posted, action, login, stopAt);
+      }
+      throw new Error('the consent page came back three times');
     }
     case 'POST /_test/refuse_refresh':
       refuseRefresh = true;

@@ -4,7 +4,8 @@ registration, PKCE, resource indicator, token exchange), then uses the agent as 
 
 usage: mcp_interactive.py MCP_URL ISSUER LOGIN [TOOL ARGUMENTS_JSON]...
 ISSUER is the test OpenID provider (tests/node/oidc_issuer.mjs): its /_test/browse plays the
-person's browser (logging in as LOGIN and consenting) until the redirect to the client.
+person's browser (logging in as LOGIN and consenting there, then approving Portcullis's
+consent page) until the redirect to the client.
 Prints one JSON object: the tools and each call's result (as mcp_client.py), the tokens the
 client ended with and its registration; or {"error": ...} when the sign-in failed.
 """
@@ -55,7 +56,9 @@ async def main() -> None:
     landed: dict = {}
 
     async def redirect_handler(authorization_url: str) -> None:
-        query = urllib.parse.urlencode({"url": authorization_url, "login": login, "stop_at": REDIRECT})
+        query = urllib.parse.urlencode(
+            {"url": authorization_url, "login": login, "stop_at": REDIRECT, "consent": "approve"}
+        )
 
         def browse() -> dict:
             with urllib.request.urlopen(f"{issuer}/_test/browse?{query}", timeout=60) as r:

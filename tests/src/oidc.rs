@@ -137,6 +137,28 @@ impl OidcIssuer {
         )
     }
 
+    /// [`OidcIssuer::browse_until`] that also answers Portcullis's consent page with
+    /// `decision` (`approve` or `deny`), choosing the agent named `agent` when it offers
+    /// several. The whole answer: `status`, `url`, `body` and, for a page, its `headers`
+    /// (`set-cookie` a list).
+    pub async fn visit(
+        &self,
+        url: &str,
+        login: &str,
+        stop_at: &str,
+        decision: Option<&str>,
+        agent: Option<&str>,
+    ) -> Value {
+        let mut query = vec![("url", url), ("login", login), ("stop_at", stop_at)];
+        if let Some(d) = decision {
+            query.push(("consent", d));
+        }
+        if let Some(a) = agent {
+            query.push(("agent", a));
+        }
+        self.call(reqwest::Method::GET, "browse", &query).await
+    }
+
     /// The lifetime of access tokens issued for resource servers from now on.
     pub async fn set_access_ttl(&self, seconds: u64) {
         let seconds = seconds.to_string();

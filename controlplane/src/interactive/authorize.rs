@@ -1,46 +1,66 @@
 //! `/oauth2/authorize` and the OpenID provider's return to `/oauth2/signin/callback`. Until
 //! the client and its redirect URI are known, a problem is shown to the person as a page;
 //! after that it goes back to the client as an OAuth error (RFC 6749 §4.1.2.1), with `state`
-//! and `iss` (RFC 9207).
+//! and `iss` (RFC 9207). Nothing about the gateway's agents is shown before sign-in: the person
+//! signs in at the OpenID provider its interactive agents share (where they use several, the
+//! person first picks the provider, never an agent), and only then are the agents that admit
+//! them found. The consent page ([`super::consent`]) comes next, unless the person consented
+//! to this client using that one agent before.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Query, RawQuery, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use portcullis_shared::keys;
 use serde::{Deserialize, Serialize};
 
-use super::signin;
+use super::signin::{self, Issuer, Person};
 use super::{
-    admits, gateway_of, random_token, record, takes_sign_ins, Code, Request, CODE_SECS, SIGNIN_SECS,
+    admits, consent, random_token, record, resource, takes_sign_ins, Code, Request, CODE_SECS,
+    SIGNIN_SECS,
 };
-use crate::error::{invalid, ApiResult};
+use crate::error::{invalid, ApiError, ApiResult};
 use crate::provision::{escape, failure, page};
 use crate::store::agents::{self, AgentRow};
 use crate::store::{gateways, interactive, now_ms, Conn};
 use crate::App;
 
-/// A sign-in under way at the OpenID provider.
+/// A sign-in under way at the OpenID provider. `request.agent_id` is empty until the person
+/// is known: `agents` are the ones signing people in at this provider that they may use.
 #[derive(Serialize, Deserialize)]
 struct SignIn {
     request: Request,
-    issuer: signin::Issuer,
+    #[serde(default)]
+    agents: Vec<String>,
+    /// The client's name, for the consent page.
+    #[serde(default)]
+    client_name: String,
+    issuer: Issuer,
     endpoints: signin::Endpoints,
     verifier: String,
     nonce: String,
 }
 
 /// The way back to the MCP client.
-struct Back<'a> {
+pub(super) struct Back<'a> {
     redirect_uri: &'a str,
     state: Option<&'a str>,
     issuer: &'a str,
 }
 
-impl Back<'_> {
-    fn to(&self, params: &[(&str, &str)]) -> Response {
+impl<'a> Back<'a> {
+    /// The way back for a request carried through sign-in.
+    pub(super) fn of(app: &'a App, r: &'a Request) -> Self {
+        Back {
+            redirect_uri: &r.redirect_uri,
+            state: r.state.as_deref(),
+            issuer: &app.base_url,
+        }
+    }
+
+    pub(super) fn to(&self, params: &[(&str, &str)]) -> Response {
         let Ok(mut url) = url::Url::parse(self.redirect_uri) else {
             return failure(&invalid("the client's redirect URI is not a URL"));
         };
@@ -57,14 +77,14 @@ impl Back<'_> {
         Redirect::to(url.as_str()).into_response()
     }
 
-    fn error(&self, error: &str, description: &str) -> Response {
+    pub(super) fn error(&self, error: &str, description: &str) -> Response {
         self.to(&[("error", error), ("error_description", description)])
     }
 }
 
-type Params = HashMap<String, String>;
+pub(super) type Params = HashMap<String, String>;
 
-fn param<'a>(q: &'a Params, key: &str) -> Option<&'a str> {
+pub(super) fn param<'a>(q: &'a Params, key: &str) -> Option<&'a str> {
     q.get(key).map(String::as_str).filter(|v| !v.is_empty())
 }
 
@@ -76,7 +96,7 @@ pub async fn authorize(State(app): State<Arc<App>>, RawQuery(raw): RawQuery) -> 
     begin(&app, &q, &raw).await.unwrap_or_else(|e| failure(&e))
 }
 
-/// Checks the client's request, settles the agent and sends the person to sign in.
+/// Checks the client's request, settles where the person signs in and sends them there.
 async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
     let client_id = param(q, "client_id").ok_or_else(|| invalid("client_id is missing"))?;
     let client = super::client_document::client(app, client_id)
@@ -123,24 +143,28 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
             "resource is required: the gateway's MCP URL, {gateway_url}/mcp",
         ));
     };
-    let gateway = match gateway_of(resource) {
-        Some(id) => gateways::by_id(&mut conn, id).await?,
-        None => None,
-    };
-    let Some(gateway) = gateway.filter(|g| g.state == "active") else {
+    let Some(gateway) = target(&mut conn, resource).await? else {
         return Ok(back.error(
             "invalid_target",
-            &format!("{resource} is not the MCP URL of an active gateway"),
+            &format!(
+                "{resource} is not the MCP URL of an active gateway at one of its public URLs"
+            ),
         ));
     };
-    let candidates = candidates(&mut conn, &gateway).await?;
-    let agent = match (param(q, "agent"), candidates.as_slice()) {
-        (Some(id), _) => candidates.iter().find(|a| a.id == id),
-        (None, [only]) => Some(only),
-        (None, []) => None,
-        (None, several) => return Ok(choice(&app.base_url, &gateway.name, several, raw)),
+    let mut candidates = candidates(&mut conn, &gateway).await?;
+    if let Some(id) = param(q, "agent") {
+        candidates.retain(|a| a.id == id);
+    }
+    let mut groups = by_issuer(&mut conn, candidates).await?;
+    let chosen = match param(q, "signin") {
+        Some(key) => groups.into_iter().find(|(i, _)| i.key() == key),
+        None if groups.len() > 1 => {
+            groups.sort_by(|a, b| a.0.label.cmp(&b.0.label));
+            return Ok(where_to_sign_in(&app.base_url, &groups, raw));
+        }
+        None => groups.into_iter().next(),
     };
-    let Some(agent) = agent else {
+    let Some((issuer, agents)) = chosen else {
         return Ok(back.error(
             "access_denied",
             &format!(
@@ -149,7 +173,6 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
             ),
         ));
     };
-    let issuer = signin::issuer_of(&mut conn, agent).await?;
     drop(conn);
     let provider = signin::provider(app, &gateway.workspace_id, &issuer).await?;
     let state = random_token();
@@ -159,13 +182,15 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
         request: Request {
             workspace_id: gateway.workspace_id.clone(),
             gateway_id: gateway.id.clone(),
-            agent_id: agent.id.clone(),
+            agent_id: String::new(),
             client_id: client.client_id,
             redirect_uri: redirect_uri.clone(),
             code_challenge: challenge.to_string(),
             state: back.state.map(str::to_string),
             resource: resource.to_string(),
         },
+        agents: agents.into_iter().map(|a| a.id).collect(),
+        client_name: client.client_name,
         issuer,
         endpoints: provider.endpoints.clone(),
         verifier,
@@ -189,6 +214,19 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
     Ok(Redirect::to(&url).into_response())
 }
 
+/// The active gateway `resource` is a public MCP URL of (DESIGN §24), if any.
+async fn target(conn: &mut Conn, resource: &str) -> ApiResult<Option<gateways::GatewayRow>> {
+    let Some(id) = resource::gateway_of(resource) else {
+        return Ok(None);
+    };
+    let gateway = gateways::by_id(conn, id).await?;
+    let Some(gateway) = gateway.filter(|g| g.state == "active") else {
+        return Ok(None);
+    };
+    let known = resource::public_urls(conn, &gateway.workspace_id, &gateway.id).await?;
+    Ok(resource::is_public_url(resource, &known).then_some(gateway))
+}
+
 /// The agents on this gateway that admit interactive sign-in: usable, interactive access on,
 /// and allowed on the gateway.
 async fn candidates(conn: &mut Conn, gateway: &gateways::GatewayRow) -> ApiResult<Vec<AgentRow>> {
@@ -201,39 +239,69 @@ async fn candidates(conn: &mut Conn, gateway: &gateways::GatewayRow) -> ApiResul
         .collect())
 }
 
-/// A page where the person picks the agent to use.
-fn choice(base_url: &str, gateway: &str, agents: &[AgentRow], raw: &str) -> Response {
-    let items: String = agents
+/// The agents grouped by where their people sign in. An agent without an OpenID provider is
+/// left out; when every one lacks it, that is the answer.
+async fn by_issuer(
+    conn: &mut Conn,
+    agents: Vec<AgentRow>,
+) -> ApiResult<Vec<(Issuer, Vec<AgentRow>)>> {
+    let mut groups: Vec<(Issuer, Vec<AgentRow>)> = Vec::new();
+    let mut unusable: Option<ApiError> = None;
+    for agent in agents {
+        let issuer = match signin::issuer_of(conn, &agent).await {
+            Ok(i) => i,
+            Err(e) => {
+                unusable.get_or_insert(e);
+                continue;
+            }
+        };
+        match groups.iter_mut().find(|(i, _)| *i == issuer) {
+            Some((_, members)) => members.push(agent),
+            None => groups.push((issuer, vec![agent])),
+        }
+    }
+    match unusable {
+        Some(e) if groups.is_empty() => Err(e),
+        _ => Ok(groups),
+    }
+}
+
+/// A page where the person picks the OpenID provider to sign in at: the gateway's agents use
+/// several. It names providers only, never agents.
+fn where_to_sign_in(base_url: &str, groups: &[(Issuer, Vec<AgentRow>)], raw: &str) -> Response {
+    let items: String = groups
         .iter()
-        .map(|a| {
-            let href = format!(
-                "{base_url}/oauth2/authorize?{raw}&agent={}",
-                url::form_urlencoded::byte_serialize(a.id.as_bytes()).collect::<String>()
-            );
+        .map(|(issuer, _)| {
+            let key: String =
+                url::form_urlencoded::byte_serialize(issuer.key().as_bytes()).collect();
+            let href = format!("{base_url}/oauth2/authorize?{raw}&signin={key}");
             format!(
                 "<li><a href=\"{}\">{}</a></li>",
                 escape(&href),
-                escape(&a.name)
+                escape(&issuer.label)
             )
         })
         .collect();
     page(
         StatusCode::OK,
-        "Choose an agent",
-        &format!(
-            "<p>Several agents on gateway <b>{}</b> can be used from your MCP client. Which one \
-             do you want to use?</p><ul>{items}</ul>",
-            escape(gateway)
-        ),
+        "Choose where to sign in",
+        &format!("<p>Where do you sign in?</p><ul>{items}</ul>"),
     )
 }
 
-pub async fn signed_in(State(app): State<Arc<App>>, Query(q): Query<Params>) -> Response {
-    finish(&app, &q).await.unwrap_or_else(|e| failure(&e))
+pub async fn signed_in(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<Params>,
+) -> Response {
+    finish(&app, &headers, &q)
+        .await
+        .unwrap_or_else(|e| failure(&e))
 }
 
-/// The person is back from the OpenID provider: admit them, issue the grant and the code.
-async fn finish(app: &App, q: &Params) -> ApiResult<Response> {
+/// The person is back from the OpenID provider: find the agents that admit them, then ask
+/// their consent (or, given before for this client and agent, issue the code).
+async fn finish(app: &App, headers: &HeaderMap, q: &Params) -> ApiResult<Response> {
     let state = param(q, "state").ok_or_else(|| invalid("the provider's answer has no state"))?;
     let mut tx = app.store.write_unscoped().await?;
     let cipher = app.store.cipher();
@@ -247,11 +315,7 @@ async fn finish(app: &App, q: &Params) -> ApiResult<Response> {
     let signin: SignIn =
         serde_json::from_str(&data).map_err(|_| crate::error::corrupt("pending sign-in"))?;
     let r = &signin.request;
-    let back = Back {
-        redirect_uri: &r.redirect_uri,
-        state: r.state.as_deref(),
-        issuer: &app.base_url,
-    };
+    let back = Back::of(app, r);
     if expires_at < now_ms() {
         return Ok(back.error("access_denied", "the sign-in took longer than ten minutes"));
     }
@@ -269,43 +333,102 @@ async fn finish(app: &App, q: &Params) -> ApiResult<Response> {
         signin.endpoints.clone(),
     )
     .await?;
-    let person = match signin::person(
+    let verifier = signin.verifier.clone();
+    let person =
+        match signin::person(app, &provider, code.to_string(), verifier, &signin.nonce).await {
+            Ok(p) => p,
+            Err(e) => return Ok(back.error("access_denied", &e.to_string())),
+        };
+    // A sign-in begun before agents were chosen after sign-in names its agent instead.
+    let ids = match signin.agents.as_slice() {
+        [] => std::slice::from_ref(&r.agent_id),
+        ids => ids,
+    };
+    let agents = admitting(app, r, ids, &person).await?;
+    let Some(first) = agents.first() else {
+        return Ok(refuse(app, &signin, &person).await);
+    };
+    let mut request = signin.request.clone();
+    request.agent_id = first.id.clone();
+    if agents.len() == 1 && consented(app, &request, &person).await? {
+        let code = issue_code(app, &request, &person).await?;
+        return Ok(Back::of(app, &request).to(&[("code", &code)]));
+    }
+    let client = &signin.client_name;
+    consent::ask(
         app,
-        &provider,
-        code.to_string(),
-        signin.verifier.clone(),
-        &signin.nonce,
+        headers,
+        signin.request.clone(),
+        client,
+        &agents,
+        &person,
     )
     .await
-    {
-        Ok(p) => p,
-        Err(e) => return Ok(back.error("access_denied", &e.to_string())),
-    };
-    let mut conn = app.store.read().await?;
-    let agent = agents::get(&mut conn, &r.workspace_id, &r.agent_id).await?;
-    drop(conn);
-    if !agent.is_some_and(|a| admits(&a, &person.subject, &person.email)) {
-        record(app, r, &person.subject, &person.email, None).await;
-        let who = if person.email.is_empty() {
-            &person.subject
-        } else {
-            &person.email
-        };
-        return Ok(back.error(
-            "access_denied",
-            &format!("{who} is not allowed to use this agent from an MCP client"),
-        ));
+}
+
+/// Sends back `access_denied` for a person no agent admits, and audits it.
+async fn refuse(app: &App, signin: &SignIn, person: &Person) -> Response {
+    let mut r = signin.request.clone();
+    if let [only] = signin.agents.as_slice() {
+        r.agent_id = only.clone();
     }
+    record(app, &r, &person.subject, &person.email, None).await;
+    let who = if person.email.is_empty() {
+        &person.subject
+    } else {
+        &person.email
+    };
+    let what = match signin.agents.len() {
+        1 => "this agent",
+        _ => "an agent of this gateway",
+    };
+    Back::of(app, &signin.request).error(
+        "access_denied",
+        &format!("{who} is not allowed to use {what} from an MCP client"),
+    )
+}
+
+/// Of `ids`, the agents that still take sign-ins on the request's gateway and admit the
+/// person.
+pub(super) async fn admitting(
+    app: &App,
+    r: &Request,
+    ids: &[String],
+    person: &Person,
+) -> ApiResult<Vec<AgentRow>> {
+    let mut conn = app.store.read().await?;
+    let gateway = gateways::by_id(&mut conn, &r.gateway_id).await?;
+    let Some(gateway) = gateway.filter(|g| g.state == "active") else {
+        return Ok(Vec::new());
+    };
+    Ok(candidates(&mut conn, &gateway)
+        .await?
+        .into_iter()
+        .filter(|a| ids.contains(&a.id) && admits(a, &person.subject, &person.email))
+        .collect())
+}
+
+/// Whether the person consented before to the request's client using its agent.
+async fn consented(app: &App, r: &Request, person: &Person) -> ApiResult<bool> {
+    let mut conn = app.store.read().await?;
+    Ok(interactive::has_consent(&mut conn, &person.subject, &r.client_id, &r.agent_id).await?)
+}
+
+/// Issues the authorization code of a request the person consented to (a client named by its
+/// metadata document is kept from now on, for the token endpoint).
+pub(super) async fn issue_code(app: &App, r: &Request, person: &Person) -> ApiResult<String> {
+    super::client_document::keep(app, &r.client_id).await?;
     let code = Code {
-        request: signin.request.clone(),
-        subject: person.subject,
-        email: person.email,
+        request: r.clone(),
+        subject: person.subject.clone(),
+        email: person.email.clone(),
     };
     let value = random_token();
     let data = serde_json::to_string(&code).unwrap_or_default();
     let mut tx = app.store.write_unscoped().await?;
     let expires_at = now_ms() + CODE_SECS * 1000;
     let key = keys::hash(&value);
+    let cipher = app.store.cipher();
     interactive::put_pending(
         tx.conn(),
         cipher,
@@ -317,5 +440,5 @@ async fn finish(app: &App, q: &Params) -> ApiResult<Response> {
     )
     .await?;
     tx.commit().await?;
-    Ok(back.to(&[("code", &value)]))
+    Ok(value)
 }

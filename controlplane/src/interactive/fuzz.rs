@@ -1,15 +1,15 @@
 #![allow(clippy::panic)]
 
 //! Fuzz targets for what the authorization server parses from outside: the `resource` an MCP
-//! client names, the redirect URIs it registers, and HTTP Basic client credentials. Never a
-//! panic; what is accepted keeps its promise.
+//! client names (and whether it is a gateway's public URL), the redirect URIs it registers,
+//! and HTTP Basic client credentials. Never a panic; what is accepted keeps its promise.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use proptest::prelude::*;
 
-use super::gateway_of;
 use super::register::check_redirect_uri;
+use super::resource::{gateway_of, is_public_url};
 use super::token::basic_credentials;
 
 fn url_like() -> impl Strategy<Value = String> {
@@ -29,6 +29,18 @@ proptest! {
             prop_assert!(!id.is_empty() && !id.contains('/'));
             let mcp = format!("/gateways/{id}/mcp");
             prop_assert!(resource.trim_end_matches('/').ends_with(&mcp), "{}", resource);
+        }
+    }
+
+    #[test]
+    fn only_a_known_public_url_is_a_gateways_resource(resource in url_like()) {
+        let known = ["https://h/gateways/g1/mcp".to_string()];
+        if is_public_url(&resource, &known) {
+            let url = url::Url::parse(&resource).unwrap_or_else(|e| panic!("{resource}: {e}"));
+            prop_assert_eq!(url.scheme(), "https");
+            prop_assert_eq!(url.host_str(), Some("h"));
+            prop_assert_eq!(url.port(), None);
+            prop_assert_eq!(url.path().trim_end_matches('/'), "/gateways/g1/mcp");
         }
     }
 

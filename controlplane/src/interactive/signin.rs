@@ -61,12 +61,24 @@ pub fn redirect_uri(app: &App) -> String {
 }
 
 /// Where the agent's people sign in: the issuer, the claim carrying their email, and the
-/// act-as provider naming it (whose sign-in client, if set, is used).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// act-as provider naming it (whose sign-in client, if set, is used). Agents with equal
+/// issuers share one sign-in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Issuer {
     pub url: String,
     pub email_claim: String,
     pub provider_id: Option<String>,
+    /// What a person choosing where to sign in is shown: the act-as provider's name, or the
+    /// issuer's URL.
+    #[serde(default)]
+    pub label: String,
+}
+
+impl Issuer {
+    /// How a sign-in choice names this issuer: the act-as provider's id, or the issuer's URL.
+    pub fn key(&self) -> &str {
+        self.provider_id.as_deref().unwrap_or(&self.url)
+    }
 }
 
 /// The issuer that signs the agent's people in.
@@ -85,6 +97,7 @@ pub async fn issuer_of(conn: &mut Conn, agent: &AgentRow) -> ApiResult<Issuer> {
             url,
             email_claim: p.email_claim,
             provider_id: Some(p.id),
+            label: p.name,
         });
     }
     if let Some(url) = &agent.actas_oidc_url {
@@ -93,6 +106,7 @@ pub async fn issuer_of(conn: &mut Conn, agent: &AgentRow) -> ApiResult<Issuer> {
             .trim_end_matches("/.well-known/openid-configuration")
             .to_string();
         return Ok(Issuer {
+            label: url.clone(),
             url,
             email_claim: "email".into(),
             provider_id: None,

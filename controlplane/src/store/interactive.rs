@@ -1,7 +1,7 @@
 //! Interactive access (DESIGN §15): registered MCP clients, authorization steps under way,
-//! grants and the refresh tokens beneath them, and this service's own client at each OpenID
-//! provider it signs people in with. Secrets are kept as SHA-256 hashes (what callers present)
-//! or sealed (what this service presents).
+//! grants and the refresh tokens beneath them, people's remembered consents, and this
+//! service's own client at each OpenID provider it signs people in with. Secrets are kept as
+//! SHA-256 hashes (what callers present) or sealed (what this service presents).
 
 use portcullis_shared::seal::Cipher;
 
@@ -189,19 +189,22 @@ pub async fn list_grants(
     .await?)
 }
 
-/// Revokes a live grant and deletes its refresh tokens; how many there were, or `None` when
-/// the grant was not live.
+/// Revokes a live grant, deletes its refresh tokens and the person's remembered consent for
+/// its client and agent (the next sign-in asks again); how many refresh tokens there were, or
+/// `None` when the grant was not live.
 pub async fn revoke_grant(conn: &mut Conn, id: &str, now: i64) -> Result<Option<u64>, StoreError> {
-    let done = sqlx::query(
-        "UPDATE interactive_grants SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+    let done: Option<(String, String, String)> = sqlx::query_as(
+        "UPDATE interactive_grants SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL \
+         RETURNING subject, client_id, agent_id",
     )
     .bind(now)
     .bind(id)
-    .execute(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    if done.rows_affected() == 0 {
+    let Some((subject, client_id, agent_id)) = done else {
         return Ok(None);
-    }
+    };
+    forget_consent(conn, &subject, &client_id, &agent_id).await?;
     let tokens = sqlx::query(
         "DELETE FROM interactive_refresh_tokens WHERE grant_id = $1 AND used_at IS NULL",
     )
@@ -209,6 +212,68 @@ pub async fn revoke_grant(conn: &mut Conn, id: &str, now: i64) -> Result<Option<
     .execute(conn)
     .await?;
     Ok(Some(tokens.rows_affected()))
+}
+
+/// Whether the person (`sub` at the agent's OpenID provider) consented to the client using
+/// the agent as them.
+pub async fn has_consent(
+    conn: &mut Conn,
+    subject: &str,
+    client_id: &str,
+    agent_id: &str,
+) -> Result<bool, StoreError> {
+    let row: Option<(i64,)> = sqlx::query_as(
+        "SELECT created_at FROM interactive_consents WHERE subject = $1 AND client_id = $2 \
+         AND agent_id = $3",
+    )
+    .bind(subject)
+    .bind(client_id)
+    .bind(agent_id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.is_some())
+}
+
+/// Remembers the person's consent to the client using the agent as them.
+pub async fn put_consent(
+    conn: &mut Conn,
+    workspace_id: &str,
+    subject: &str,
+    client_id: &str,
+    agent_id: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO interactive_consents (workspace_id, subject, client_id, agent_id, \
+         created_at) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (subject, client_id, agent_id) DO NOTHING",
+    )
+    .bind(workspace_id)
+    .bind(subject)
+    .bind(client_id)
+    .bind(agent_id)
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+async fn forget_consent(
+    conn: &mut Conn,
+    subject: &str,
+    client_id: &str,
+    agent_id: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "DELETE FROM interactive_consents WHERE subject = $1 AND client_id = $2 \
+         AND agent_id = $3",
+    )
+    .bind(subject)
+    .bind(client_id)
+    .bind(agent_id)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// The live grants of one agent (to revoke those its settings no longer admit).

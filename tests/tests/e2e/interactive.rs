@@ -8,7 +8,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use portcullis_tests::controlplane::AGENTS;
+use portcullis_tests::controlplane::{AGENTS, MGMT};
 use portcullis_tests::fake_mcp::FakeMcp;
 use portcullis_tests::oidc::OidcIssuer;
 use portcullis_tests::{python, ControlPlane};
@@ -39,6 +39,10 @@ async fn started(issuer: &OidcIssuer) -> (Mcp, FakeMcp) {
     // A pattern entry admits act-as callers but no one signing in interactively.
     let emails = json!(["alice@example.com", "b*@example.com"]);
     interactive_agent(&m.cp, "desk", &issuer.issuer, emails).await;
+    // The address the tests reach the gateway at is one of its public URLs: an authorization
+    // names it as its `resource`.
+    let local = json!({"name": "local", "public_url": m.gw.url});
+    m.cp.ok(MGMT, "CreateDeployment", m.cp.body(local)).await;
     m.gw.caught_up(&m.cp).await;
     (m, fake)
 }
@@ -435,6 +439,30 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
     let elsewhere = format!("{}/gateways/not-a-gateway/mcp", m.gw.url);
     let q = back(get(authorize_url(&m, client_id, Some(&pkce("v")), &elsewhere)).await);
     assert_eq!(q["error"], "invalid_target", "{q:?}");
+    // The resource must be one of the gateway's public URLs, not any URL whose path names it.
+    let gateway = &cp.default_gateway_id;
+    for foreign in [
+        format!("https://evil.example/gateways/{gateway}/mcp"),
+        format!("{}/elsewhere/gateways/{gateway}/mcp", m.gw.url),
+        format!(
+            "{}/gateways/{gateway}/mcp",
+            m.gw.url.replace("http://", "https://")
+        ),
+    ] {
+        let q = back(get(authorize_url(&m, client_id, Some(&pkce("v")), &foreign)).await);
+        assert_eq!(
+            (q["error"].as_str(), q["state"].as_str()),
+            ("invalid_target", "s1"),
+            "{foreign}: {q:?}"
+        );
+    }
+    let deployed = format!("http://gateway.test/gateways/{gateway}/mcp");
+    let r = get(authorize_url(&m, client_id, Some(&pkce("v")), &deployed)).await;
+    let location = r.headers()["location"].to_str().unwrap();
+    assert!(
+        location.starts_with(&issuer.issuer),
+        "every deployment's public URL is the gateway's: {location}"
+    );
 
     // Bob matches only the pattern b*@example.com, which admits no one here: refused, audited.
     let verifier = "a-verifier-that-is-long-enough-for-pkce-0123456789";
@@ -447,32 +475,48 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert!(grants(cp, None).await.is_empty());
 
-    // With two interactive agents on the gateway the person picks one.
+    // With two interactive agents on the gateway, nothing about them is shown before sign-in:
+    // the authorization goes straight to the provider they share.
     interactive_agent(
         cp,
         "desk2",
         &issuer.issuer,
-        json!(["alice@example.com", "x*@example.com"]),
+        json!(["alice@example.com", "carol@example.com", "x*@example.com"]),
     )
     .await;
+    let r = get(start.clone()).await;
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        r.status().is_redirection() && location.starts_with(&issuer.issuer),
+        "{}: {location}",
+        r.status()
+    );
+    // After sign-in the person chooses among the agents that admit them, on the consent page.
     let (status, _, page) = issuer.browse_until(&start, "alice", REDIRECT).await;
     assert_eq!(status, 200, "{page}");
     assert!(
-        page.contains("Choose an agent") && page.contains(">desk<") && page.contains(">desk2<"),
+        page.contains("Allow access?")
+            && page.contains("<b>desk</b>")
+            && page.contains("<b>desk2</b>"),
         "{page}"
     );
     assert!(
-        !page.contains(">bot<"),
+        !page.contains("<b>bot</b>"),
         "only agents that admit interactive sign-in: {page}"
     );
-    let desk2 = page
-        .split("<a href=\"")
-        .skip(1)
-        .map(|s| s.split('"').next().unwrap().replace("&amp;", "&"))
-        .find(|href| page.contains(&format!("{}\">desk2<", href.replace('&', "&amp;"))))
-        .unwrap();
-    let (status, url, body) = issuer.browse_until(&desk2, "alice", REDIRECT).await;
-    let q = redirected(status, &url, &body);
+    // Carol is on desk2's list only: she is offered desk2 alone.
+    let (status, _, page) = issuer.browse_until(&start, "carol", REDIRECT).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Agent: <b>desk2</b>"), "{page}");
+    assert!(!page.contains("<b>desk</b>"), "{page}");
+    let answer = issuer
+        .visit(&start, "alice", REDIRECT, Some("approve"), Some("desk2"))
+        .await;
+    let q = redirected(
+        answer["status"].as_u64().unwrap() as u16,
+        answer["url"].as_str().unwrap(),
+        &answer.to_string(),
+    );
     let code = q["code"].clone();
 
     // The code needs the PKCE verifier, and is used once.
@@ -499,15 +543,17 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
     );
     let (status, _) = exchange(code, verifier).await;
     assert_eq!(status, 400, "a code is used once, even by a failed attempt");
+    // Naming the agent narrows the sign-in to it; Alice consented to it already.
+    let desk2_id = cp
+        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "desk2"})))
+        .await["agent"]["agent_id"]
+        .clone();
+    let desk2 = format!("{start}&agent={}", desk2_id.as_str().unwrap());
     let (status, url, body) = issuer.browse_until(&desk2, "alice", REDIRECT).await;
     let code = redirected(status, &url, &body)["code"].clone();
     let (status, tokens) = exchange(code, verifier).await;
     assert_eq!(status, 200, "{tokens}");
     let access = tokens["access_token"].as_str().unwrap();
-    let desk2_id = cp
-        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "desk2"})))
-        .await["agent"]["agent_id"]
-        .clone();
     assert_eq!(claims(access)["sub"], desk2_id);
     assert_eq!(grants(cp, Some("desk2")).await.len(), 1);
 
@@ -605,11 +651,18 @@ async fn an_act_as_provider_signs_people_in_with_its_own_client() {
         &[&mcp_url(&m), &issuer.issuer, "alice"],
     )
     .await;
-    // Two agents admit interactive sign-in now: the client lands on the choice page.
+    // Two agents admit interactive sign-in now, signing people in at two providers: the
+    // person first chooses where to sign in, and is shown no agent.
+    let error = out["error"].as_str().unwrap();
     assert!(
-        out["error"].as_str().unwrap().contains("did not come back"),
+        error.contains("did not come back") && error.contains("Choose where to sign in"),
         "{out}"
     );
+    assert!(
+        error.contains("corp") && error.contains(&issuer.issuer),
+        "{out}"
+    );
+    assert!(!error.contains("desk"), "no agent is listed: {out}");
     cp.ok(
         AGENTS,
         "UpdateAgent",
@@ -672,11 +725,27 @@ async fn a_client_named_by_its_metadata_document_needs_no_registration() {
         400,
         "a document must name itself"
     );
-    assert!(refused.text().await.unwrap().contains("another client_id"));
+    // Why stays in the log: the caller learns nothing of what the document's host answered.
+    let page = refused.text().await.unwrap();
+    assert!(page.contains("could not be used"), "{page}");
+    assert!(!page.contains("elsewhere.example"), "{page}");
 
     let start = authorize_url(&m, &doc_url, Some(&pkce(verifier)), &resource);
-    let (status, url, body) = issuer.browse_until(&start, "alice", REDIRECT).await;
-    let code = redirected(status, &url, &body)["code"].clone();
+    let (status, _, page) = issuer.browse_until(&start, "alice", REDIRECT).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("<b>doc client</b> <em>(unverified)</em>"),
+        "{page}"
+    );
+    let answer = issuer
+        .visit(&start, "alice", REDIRECT, Some("approve"), None)
+        .await;
+    let code = redirected(
+        answer["status"].as_u64().unwrap() as u16,
+        answer["url"].as_str().unwrap(),
+        &answer.to_string(),
+    )["code"]
+        .clone();
     let form = [
         ("grant_type", "authorization_code"),
         ("code", code.as_str()),
@@ -692,4 +761,174 @@ async fn a_client_named_by_its_metadata_document_needs_no_registration() {
         (&json!(doc_url), &json!("doc client"))
     );
     server.abort();
+}
+
+/// The answer of [`OidcIssuer::visit`] that ended on a redirect to the client: its query.
+fn landed(answer: &Value) -> std::collections::HashMap<String, String> {
+    let status = answer["status"].as_u64().unwrap() as u16;
+    redirected(status, answer["url"].as_str().unwrap(), &answer.to_string())
+}
+
+/// A form post to the consent endpoint: status and body.
+async fn post_consent(
+    cp: &ControlPlane,
+    cookie: Option<&str>,
+    form: &[(&str, &str)],
+) -> (u16, String) {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let mut request = http.post(format!("{}/oauth2/consent", cp.url)).form(form);
+    if let Some(c) = cookie {
+        request = request.header("cookie", format!("portcullis_consent={c}"));
+    }
+    let r = request.send().await.unwrap();
+    let status = r.status().as_u16();
+    let location = r
+        .headers()
+        .get("location")
+        .map(|l| l.to_str().unwrap().to_string());
+    assert!(
+        location.is_none(),
+        "a refused consent sends no one anywhere: {location:?}"
+    );
+    (status, r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_code_is_issued_without_the_persons_consent() {
+    let issuer = OidcIssuer::start().await;
+    let (m, _fake) = started(&issuer).await;
+    let cp = &m.cp;
+    // A third party registers a client of its own and sends Alice an authorization link.
+    let client: Value = reqwest::Client::new()
+        .post(format!("{}/oauth2/register", cp.url))
+        .json(&json!({"redirect_uris": [REDIRECT], "client_name": "<i>Helper</i> & co"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let client_id = client["client_id"].as_str().unwrap();
+    let verifier = "a-verifier-that-is-long-enough-for-pkce-0123456789";
+    let start = authorize_url(&m, client_id, Some(&pkce(verifier)), &mcp_url(&m));
+
+    // Signing in at the provider does not hand the client a code: the consent page comes.
+    let page = issuer.visit(&start, "alice", REDIRECT, None, None).await;
+    assert_eq!(page["status"], 200, "no code without consent: {page}");
+    assert!(page["url"].as_str().unwrap().starts_with(&cp.url), "{page}");
+    let body = page["body"].as_str().unwrap();
+    for shown in [
+        "Allow access?",
+        "<b>&lt;i&gt;Helper&lt;/i&gt; &amp; co</b> <em>(unverified)</em>",
+        "<b>127.0.0.1:9</b>",
+        "Agent: <b>desk</b>",
+        "<b>default</b>",
+        "alice@example.com",
+    ] {
+        assert!(body.contains(shown), "{shown}: {body}");
+    }
+    assert!(!body.contains("<script"), "{body}");
+    let headers = &page["headers"];
+    let policy = headers["content-security-policy"].as_str().unwrap();
+    assert!(
+        policy.contains("default-src 'none'")
+            && policy.contains("frame-ancestors 'none'")
+            && !policy.contains("script-src"),
+        "{policy}"
+    );
+    assert_eq!(headers["x-frame-options"], "DENY");
+    let cookie = headers["set-cookie"][0].as_str().unwrap();
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/oauth2/"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    assert!(
+        !cookie.contains("Secure"),
+        "the control plane is plain HTTP here: {cookie}"
+    );
+    assert!(grants(cp, None).await.is_empty());
+
+    // The form's token alone, without the browser's cookie, or with another cookie: refused.
+    let csrf = body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap();
+    let form = [("csrf", csrf), ("decision", "approve")];
+    let (status, answer) = post_consent(cp, None, &form).await;
+    assert_eq!(status, 400, "{answer}");
+    let forged = "A".repeat(43);
+    let (status, answer) = post_consent(cp, Some(&forged), &form).await;
+    assert_eq!(status, 400, "{answer}");
+    let (status, _) = post_consent(cp, Some(&forged), &[("decision", "approve")]).await;
+    assert_eq!(status, 400);
+    assert!(grants(cp, None).await.is_empty());
+
+    // Denying sends the client access_denied.
+    let q = landed(
+        &issuer
+            .visit(&start, "alice", REDIRECT, Some("deny"), None)
+            .await,
+    );
+    assert_eq!(
+        (q["error"].as_str(), q["state"].as_str(), q.get("code")),
+        ("access_denied", "s1", None),
+        "{q:?}"
+    );
+
+    // Approving issues the code; its token works at the gateway.
+    let q = landed(
+        &issuer
+            .visit(&start, "alice", REDIRECT, Some("approve"), None)
+            .await,
+    );
+    let form = [
+        ("grant_type", "authorization_code"),
+        ("code", q["code"].as_str()),
+        ("code_verifier", verifier),
+        ("redirect_uri", REDIRECT),
+    ];
+    let (status, tokens) = token_request(cp, &client, &form).await;
+    assert_eq!(status, 200, "{tokens}");
+    let access = tokens["access_token"].as_str().unwrap();
+    assert_eq!(list_with(&m, access, None).await.0, 200);
+
+    // The consent is remembered for Alice, this client and this agent: no page the next time.
+    let q = landed(&issuer.visit(&start, "alice", REDIRECT, None, None).await);
+    assert!(q.contains_key("code"), "{q:?}");
+    // Not for another client.
+    let second: Value = reqwest::Client::new()
+        .post(format!("{}/oauth2/register", cp.url))
+        .json(&json!({"redirect_uris": [REDIRECT], "client_name": "second"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let second = second["client_id"].as_str().unwrap();
+    let elsewhere = authorize_url(&m, second, Some(&pkce(verifier)), &mcp_url(&m));
+    let page = issuer
+        .visit(&elsewhere, "alice", REDIRECT, None, None)
+        .await;
+    assert_eq!(page["status"], 200, "another client is asked for: {page}");
+
+    // Revoking the grant forgets the consent: the next sign-in asks again.
+    let grant_id = claims(access)["grant"].as_str().unwrap().to_string();
+    let revoked = cp
+        .ok(
+            AGENTS,
+            "RevokeInteractiveGrant",
+            cp.body(json!({"grant_id": grant_id})),
+        )
+        .await;
+    assert_eq!(revoked["revoked"], true);
+    let page = issuer.visit(&start, "alice", REDIRECT, None, None).await;
+    assert_eq!(page["status"], 200, "consent is asked again: {page}");
+    assert!(
+        page["body"].as_str().unwrap().contains("Allow access?"),
+        "{page}"
+    );
 }
