@@ -26,6 +26,9 @@ pub enum ApiError {
     Unimplemented(String),
     #[error("{0}")]
     Unavailable(String),
+    /// The caller used up a budget (too many requests); retry later.
+    #[error("{0}")]
+    ResourceExhausted(String),
     #[error("{0}")]
     Internal(String),
     #[error(transparent)]
@@ -69,6 +72,7 @@ impl ApiError {
             ApiError::AlreadyExists(m) => (Code::AlreadyExists, m.clone()),
             ApiError::Unimplemented(m) => (Code::Unimplemented, m.clone()),
             ApiError::Unavailable(m) => (Code::Unavailable, m.clone()),
+            ApiError::ResourceExhausted(m) => (Code::ResourceExhausted, m.clone()),
             ApiError::Internal(_) => (
                 Code::Internal,
                 format!("internal error (request {request_id})"),

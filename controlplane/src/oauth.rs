@@ -7,6 +7,7 @@
 //! requests; discovery and registration are plain JSON.
 
 pub(crate) mod discovery;
+pub mod documents;
 pub mod flow;
 pub mod tokens;
 
@@ -19,6 +20,7 @@ use oauth2::{AuthUrl, ClientId, ClientSecret, EndpointNotSet, EndpointSet, Redir
 use portcullis_shared::api::tools::HttpConfig;
 use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::audit::types::OAUTH_DISCONNECTED;
+use portcullis_shared::egress;
 use serde_json::{Map, Value};
 
 use crate::error::{corrupt, not_found, precondition, ApiError, ApiResult};
@@ -28,31 +30,44 @@ use crate::App;
 
 pub use discovery::Endpoints;
 
-/// The OAuth client's shared state: an HTTP client that never follows redirects (a provider
-/// must not send our credentials elsewhere) and one lock per grant being refreshed.
+/// The OAuth client's shared state: an HTTP client under the egress policy (no redirects
+/// followed, so a provider cannot send our credentials elsewhere; addresses checked), one
+/// lock per grant being refreshed, and the client metadata documents fetched lately.
 pub struct OAuth {
     http: reqwest::Client,
+    allow_private: bool,
     refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-impl Default for OAuth {
-    fn default() -> Self {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(15))
-            .build()
-            .unwrap_or_default();
-        Self {
-            http,
-            refreshing: Mutex::default(),
-        }
-    }
+    pub documents: documents::Documents,
 }
 
 impl OAuth {
-    /// The client for upstream providers and servers: no redirects followed, 15 s timeout.
+    /// `allow_private`: whether providers and servers may be at loopback or private addresses.
+    pub fn new(allow_private: bool) -> Self {
+        let agent = concat!("Portcullis/", env!("CARGO_PKG_VERSION"));
+        Self {
+            http: egress::client(allow_private, Duration::from_secs(15), agent),
+            allow_private,
+            refreshing: Mutex::default(),
+            documents: documents::Documents::default(),
+        }
+    }
+
+    /// The client for upstream providers and servers: the egress policy, 15 s deadline.
     pub fn http(&self) -> &reqwest::Client {
         &self.http
+    }
+
+    /// Whether providers and servers may be at loopback or private addresses.
+    pub fn allows_private(&self) -> bool {
+        self.allow_private
+    }
+
+    /// Checks a URL about to be fetched against the egress policy (an IP-literal host is
+    /// not seen by the resolver).
+    pub fn check_url(&self, url: &str) -> Result<url::Url, String> {
+        let parsed = url::Url::parse(url).map_err(|_| format!("{url:?} is not a URL"))?;
+        egress::check_url(&parsed, self.allow_private).map_err(|e| e.to_string())?;
+        Ok(parsed)
     }
 
     /// The lock held while one grant is refreshed.

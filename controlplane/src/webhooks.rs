@@ -54,7 +54,7 @@ impl Settings {
         Ok(Self {
             schedule,
             body_retention: day * c.webhook_body_retention_days,
-            allow_private: c.allow_private_webhook_targets,
+            allow_private: c.allow_private_webhook_targets || c.allow_private_targets,
             history_retention: day * c.audit_retention_days.max(c.webhook_body_retention_days),
         })
     }

@@ -201,7 +201,7 @@ async fn fetch(
     let unavailable =
         |why: String| GatewayError::Upstream(format!("the credential could not be fetched: {why}"));
     let response = gw
-        .http()
+        .control_http()
         .post(url)
         .bearer_auth(&gw.config.token)
         .json(&body)

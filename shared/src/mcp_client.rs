@@ -19,6 +19,9 @@ pub struct Link {
     pub http: reqwest::Client,
     pub timeout: Duration,
     pub client_name: &'static str,
+    /// Whether the server may be at a loopback or private address ([`crate::egress`]); the
+    /// client's resolver filters names, this covers IP-literal URLs.
+    pub allow_private: bool,
 }
 
 /// The protocol version asked for.
@@ -186,6 +189,8 @@ impl HttpSession {
         extra: &[(HeaderName, HeaderValue)],
         id: Option<i64>,
     ) -> Result<(Option<Value>, Option<String>), UpstreamError> {
+        crate::egress::check_url(&self.url, link.allow_private)
+            .map_err(|e| UpstreamError::Transport(format!("the upstream is refused: {e}")))?;
         let mut request = link
             .http
             .post(self.url.clone())

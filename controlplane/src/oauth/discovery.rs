@@ -3,11 +3,15 @@
 //! whose metadata (RFC 8414, else OpenID discovery) names the endpoints. Dynamic client
 //! registration (RFC 7591) lives here too: both are plain JSON over HTTP.
 
+use portcullis_shared::egress;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::Connection;
 use crate::error::{precondition, ApiError, ApiResult};
+
+/// The largest metadata document or key set read.
+const MAX_METADATA_BYTES: usize = 1024 * 1024;
 
 /// A provider's endpoints, and what the flow asks for by default.
 #[derive(Debug, Clone, Default)]
@@ -147,10 +151,10 @@ pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
     if !response.status().is_success() {
         return Err(format!("GET {url} answered {}", response.status()));
     }
-    response
-        .json()
+    let body = egress::read_capped(response, MAX_METADATA_BYTES)
         .await
-        .map_err(|e| format!("GET {url}: unreadable metadata: {}", without_url(&e)))
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    serde_json::from_slice(&body).map_err(|e| format!("GET {url}: unreadable metadata: {e}"))
 }
 
 pub(crate) fn without_url(e: &reqwest::Error) -> String {

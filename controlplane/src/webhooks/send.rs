@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{stream, StreamExt};
-use portcullis_shared::webhook;
+use portcullis_shared::{egress, webhook};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -25,6 +25,8 @@ const BATCH: i64 = 64;
 const IN_FLIGHT: usize = 32;
 /// Most of an error body kept on the attempt.
 const ERROR_BYTES: usize = 300;
+/// Most of an error body read.
+const ERROR_READ_BYTES: usize = 4096;
 
 pub async fn run(
     store: Store,
@@ -95,7 +97,7 @@ async fn round(
     let outcomes: Vec<Outcome> = stream::iter(claimed)
         .map(|d| {
             let dest = destinations.get(&d.destination_id);
-            attempt(client, store, dest, d)
+            attempt(client, settings.allow_private, store, dest, d)
         })
         .buffer_unordered(IN_FLIGHT)
         .collect()
@@ -178,6 +180,7 @@ fn request(store: &Store, dest: &DestinationRow, body: &str) -> Result<(String, 
 
 async fn attempt(
     client: &reqwest::Client,
+    allow_private: bool,
     store: &Store,
     dest: Option<&DestinationRow>,
     delivery: DeliveryRow,
@@ -210,7 +213,15 @@ async fn attempt(
             return out;
         }
     };
-    let sent = send(client, store, dest, &out.delivery, &webhook_id).await;
+    let sent = send(
+        client,
+        allow_private,
+        store,
+        dest,
+        &out.delivery,
+        &webhook_id,
+    )
+    .await;
     out.attempt.duration_ms = started.elapsed().as_millis() as i64;
     match sent {
         Ok((status, retry_after, detail)) => {
@@ -246,6 +257,7 @@ fn deliverable<'a>(
 /// failure.
 async fn send(
     client: &reqwest::Client,
+    allow_private: bool,
     store: &Store,
     dest: &DestinationRow,
     delivery: &DeliveryRow,
@@ -253,6 +265,7 @@ async fn send(
 ) -> Result<(u16, Option<Duration>, String), String> {
     let body = delivery.body.as_deref().unwrap_or_default();
     let (url, payload) = request(store, dest, body)?;
+    target::check_at_send(&url, allow_private)?;
     let timestamp = now_ms() / 1000;
     let secrets = signing_secrets(store, dest, now_ms())?;
     let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
@@ -278,10 +291,15 @@ async fn send(
     let detail = if (200..300).contains(&status) {
         String::new()
     } else {
-        let text = response.text().await.unwrap_or_default();
+        let text = egress::read_capped(response, ERROR_READ_BYTES)
+            .await
+            .unwrap_or_default();
         format!(
             "HTTP {status}: {}",
-            text.chars().take(ERROR_BYTES).collect::<String>()
+            String::from_utf8_lossy(&text)
+                .chars()
+                .take(ERROR_BYTES)
+                .collect::<String>()
         )
     };
     Ok((status, retry_after, detail))

@@ -4,6 +4,7 @@
 //! Error messages are scrubbed of the stored credential.
 
 use bytes::Bytes;
+use portcullis_shared::egress;
 
 use super::credential;
 use super::plan::Plan;
@@ -59,6 +60,12 @@ pub async fn send(gw: &Gateway, model: &ModelEntry, plan: &Plan, streaming: bool
         Err(error) => return Attempt::Retry(Failed { error, status: 0 }),
     };
     let failed = |error| Attempt::Retry(Failed { error, status: 0 });
+    if let Err(e) = egress::check_url(&plan.url, gw.config.allow_private_targets) {
+        return failed(GatewayError::Upstream(format!(
+            "model '{}': {e}",
+            model.name
+        )));
+    }
     let response = match tokio::time::timeout(gw.config.upstream_timeout(), request.send()).await {
         Err(_) => {
             return failed(GatewayError::UpstreamTimeout(format!(

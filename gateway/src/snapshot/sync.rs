@@ -65,6 +65,7 @@ fn warm_issuers(gateway: &Gateway, compiled: &super::Compiled) {
 /// Runs until `stop` flips.
 pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let http = match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(u64::from(WAIT_SECONDS) + 15))
         .connect_timeout(Duration::from_secs(5))
         .build()

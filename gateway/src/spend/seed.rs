@@ -45,6 +45,7 @@ async fn load_until_done(gw: &Gateway, stop: &mut tokio::sync::watch::Receiver<b
         gw.config.control_plane_url.trim_end_matches('/')
     );
     let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap_or_default();

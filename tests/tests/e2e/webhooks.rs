@@ -11,7 +11,7 @@ use std::time::Duration;
 use portcullis_tests::controlplane::EVENTING;
 use portcullis_tests::everything::Everything;
 use portcullis_tests::receiver::{verify, Answer, Receiver};
-use portcullis_tests::{on_both_backends, Backend, ControlPlane};
+use portcullis_tests::{Backend, ControlPlane};
 use serde_json::{json, Value};
 
 use crate::mcp::Mcp;
@@ -390,7 +390,24 @@ async fn the_queue_survives_a_restart(backend: Backend) {
     assert_eq!(delivered.len(), 5, "every event arrived");
 }
 
-on_both_backends!(endpoints_must_be_public_https_without_the_flag);
+/// Without either flag: the test deployments allow private targets, so this one says not.
+mod endpoints_must_be_public_https_without_the_flag {
+    use portcullis_tests::{Backend, ControlPlane};
+
+    const STRICT: &[(&str, &str)] = &[("PORTCULLIS_ALLOW_PRIVATE_TARGETS", "false")];
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        let cp = ControlPlane::start_with(Backend::Sqlite, STRICT).await;
+        super::endpoints_must_be_public_https_without_the_flag(&cp).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        let cp = ControlPlane::start_with(Backend::Postgres, STRICT).await;
+        super::endpoints_must_be_public_https_without_the_flag(&cp).await;
+    }
+}
 
 async fn endpoints_must_be_public_https_without_the_flag(cp: &ControlPlane) {
     let refused = |endpoint: &str| {

@@ -14,9 +14,9 @@ use crate::error::{corrupt, precondition, ApiError, ApiResult};
 use crate::store::tools::ToolRow;
 
 /// Every operation the server lists for the holder of `credential` (header values), asked
-/// with `http` (the control plane's upstream client, [`crate::oauth::OAuth::http`]).
+/// with the control plane's upstream client ([`crate::oauth::OAuth::http`]).
 pub async fn list_tools(
-    http: &reqwest::Client,
+    oauth: &crate::oauth::OAuth,
     row: &ToolRow,
     credential: &BTreeMap<String, String>,
 ) -> ApiResult<Vec<Value>> {
@@ -44,9 +44,10 @@ pub async fn list_tools(
     }
     let session = HttpSession::new(url, headers);
     let link = Link {
-        http: http.clone(),
+        http: oauth.http().clone(),
         timeout: Duration::from_secs(15),
         client_name: "portcullis-controlplane",
+        allow_private: oauth.allows_private(),
     };
     list_all_tools(|params| session.call(&link, "tools/list", params, &[]))
         .await
