@@ -52,7 +52,7 @@ impl Principal {
 
     pub fn require(&self, permission: Permission) -> ApiResult<()> {
         match self {
-            Principal::Platform(p) if p.permissions.contains(&permission) => Ok(()),
+            Principal::Platform(p) if permission.held_in(&p.permissions) => Ok(()),
             Principal::Platform(p) => Err(ApiError::PermissionDenied(format!(
                 "platform key '{}' (role {}) lacks the permission {}",
                 p.key_name,

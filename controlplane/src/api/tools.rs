@@ -152,6 +152,9 @@ async fn create(
 ) -> ApiResult<CreateMCPServerConnectionResponse> {
     let name = rules::connection_name(&req.name)?;
     let protocol = rules::protocol(&req.protocol)?;
+    if protocol == Protocol::Stdio {
+        ctx.require(Permission::ToolsStdio)?;
+    }
     let allow_stdio = ctx.app.config.allow_stdio_tools;
     let config = rules::config(protocol, req.protocol_config.as_ref(), true, allow_stdio)?;
     let (method, ctype) = resolve_auth(req.auth_method, req.credential_type)?;
@@ -218,6 +221,12 @@ async fn update(
         false,
         ctx.app.config.allow_stdio_tools,
     )?;
+    let config_text = json_text(&config.to_value());
+    if protocol == Protocol::Stdio
+        && (stored_protocol != Protocol::Stdio || config_text != row.protocol_config)
+    {
+        ctx.require(Permission::ToolsStdio)?;
+    }
     if let Some(name) = req
         .name
         .as_deref()
@@ -267,7 +276,7 @@ async fn update(
     }
     store_client_secret(&mut tx, &ctx, &ws, &row.id, client_secret).await?;
     row.protocol = protocol.as_str().to_string();
-    row.protocol_config = json_text(&config.to_value());
+    row.protocol_config = config_text;
     row.auth_method = method.as_str().to_string();
     row.credential_type = ctype.as_str().to_string();
     row.field_classifications = classifications(req.field_classifications)?;
@@ -351,7 +360,7 @@ async fn sync(ctx: Ctx, req: ToolSubjectRequest) -> ApiResult<SyncToolsResponse>
             row.name
         )));
     };
-    let listed = upstream::list_tools(ctx.app.oauth.http(), &row, &credential).await?;
+    let listed = upstream::list_tools(&ctx.app.oauth, &row, &credential).await?;
     let mut tx = ctx.store().write(&ws).await?;
     let found = DiscoveredTool::from_listed(&listed);
     let (added, changed) = super::sync::record(tx.conn(), &row.id, &found).await?;

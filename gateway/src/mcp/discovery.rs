@@ -2,6 +2,7 @@
 //! when the connection changes, and reports them to the control plane's catalog
 //! (`SyncService/ReportTools`). Runs on the background runtime, never on a request.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ async fn report(gw: &Gateway, tool: &ToolEntry, tools: &[Value]) -> Result<(), S
         tools: DiscoveredTool::from_listed(tools),
     };
     let response = gw
-        .http()
+        .control_http()
         .post(url)
         .bearer_auth(&gw.config.token)
         .json(&body)
@@ -53,13 +54,23 @@ async fn discover_one(gw: &Arc<Gateway>, tool: &Arc<ToolEntry>) -> Result<usize,
 
 /// Discovers every shared connection whose configuration this process has not reported yet.
 /// Connections that forward act-as identities are discovered on the first list that has one.
+/// A stdio connection's command runs only once some gateway offers it.
 pub fn discover_changed(gw: &Arc<Gateway>, snap: &Arc<Compiled>) {
+    let attached: HashSet<&str> = snap
+        .gateways
+        .values()
+        .flat_map(|g| g.tool_connections.iter().map(|t| t.id.as_str()))
+        .collect();
     let todo: Vec<Arc<ToolEntry>> = {
         let mut reported = gw.reported.lock().unwrap_or_else(|e| e.into_inner());
         let todo: Vec<Arc<ToolEntry>> = snap
             .tools
             .values()
             .filter(|t| t.unavailable.is_none() && !t.per_user)
+            .filter(|t| {
+                !matches!(t.transport, ToolTransport::Stdio { .. })
+                    || attached.contains(t.id.as_str())
+            })
             .filter(|t| !matches!(&t.transport, ToolTransport::Http { actas_headers, .. } if !actas_headers.is_empty()))
             .filter(|t| reported.get(&t.id) != Some(&t.fingerprint))
             .cloned()

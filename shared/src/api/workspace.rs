@@ -35,10 +35,14 @@ pub enum Permission {
     /// Platform keys and gateway deployments: admin only.
     #[serde(rename = "workspace.admin")]
     WorkspaceAdmin,
+    /// Creating or changing a stdio tool's command, arguments, environment or directory,
+    /// which run on every gateway host: admin only.
+    #[serde(rename = "tools.stdio")]
+    ToolsStdio,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 13] = [
+    pub const ALL: [Permission; 14] = [
         Permission::GatewayView,
         Permission::GatewayManage,
         Permission::AgentsView,
@@ -52,6 +56,7 @@ impl Permission {
         Permission::EventingManage,
         Permission::EventingReplay,
         Permission::WorkspaceAdmin,
+        Permission::ToolsStdio,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -69,6 +74,7 @@ impl Permission {
             Permission::EventingManage => "eventing.manage",
             Permission::EventingReplay => "eventing.replay",
             Permission::WorkspaceAdmin => "workspace.admin",
+            Permission::ToolsStdio => "tools.stdio",
         }
     }
 
@@ -81,6 +87,17 @@ impl Permission {
         Self::ALL.into_iter().find(|p| p.as_str() == s)
     }
 
+    /// Whether a key holding `held` holds this permission: its own, or `tools.stdio` through
+    /// `workspace.admin` (admin keys made before `tools.stdio` existed list only the older).
+    pub fn held_in(self, held: &[Permission]) -> bool {
+        held.contains(&self)
+            || (self == Permission::ToolsStdio && held.contains(&Permission::WorkspaceAdmin))
+    }
+
+    fn is_admin_only(self) -> bool {
+        matches!(self, Permission::WorkspaceAdmin | Permission::ToolsStdio)
+    }
+
     fn is_view(self) -> bool {
         matches!(
             self,
@@ -90,7 +107,7 @@ impl Permission {
 }
 
 /// A platform key's role: every role views; `admin` and `operator` manage; only `admin`
-/// administers the workspace (platform keys, deployments).
+/// administers the workspace (platform keys, deployments) and sets what stdio tools run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
@@ -119,7 +136,7 @@ impl Role {
             .into_iter()
             .filter(|p| match self {
                 Role::Admin => true,
-                Role::Operator => *p != Permission::WorkspaceAdmin,
+                Role::Operator => !p.is_admin_only(),
                 Role::Viewer => p.is_view(),
             })
             .collect()

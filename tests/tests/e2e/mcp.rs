@@ -119,9 +119,14 @@ async fn everything_over_http_and_stdio_through_the_python_sdk() {
     let server = Everything::http().await;
     m.attach(json!({"name": "everything", "protocol": "streamable-http", "auth_method": "none", "protocol_config": {"url": server.url}})).await;
     let (command, args) = Everything::stdio_command();
-    m.attach(json!({"name": "local", "protocol": "stdio", "auth_method": "none", "protocol_config": {"command": command, "args": args}})).await;
-    m.allow(&["everything/echo", "local/echo", "local/get-sum"])
-        .await;
+    m.attach(json!({"name": "local", "protocol": "stdio", "auth_method": "none", "protocol_config": {"command": command, "args": args, "env": {"GREETING": "hello"}}})).await;
+    m.allow(&[
+        "everything/echo",
+        "local/echo",
+        "local/get-env",
+        "local/get-sum",
+    ])
+    .await;
 
     let out = m
         .sdk(&[
@@ -133,6 +138,8 @@ async fn everything_over_http_and_stdio_through_the_python_sdk() {
             r#"{"a": 2, "b": 40}"#,
             "everything/get-sum",
             r#"{"a": 1, "b": 1}"#,
+            "local/get-env",
+            "{}",
         ])
         .await;
     assert_eq!(out["server"], "portcullis-gateway");
@@ -144,7 +151,12 @@ async fn everything_over_http_and_stdio_through_the_python_sdk() {
         .collect();
     assert_eq!(
         names,
-        ["everything/echo", "local/echo", "local/get-sum"],
+        [
+            "everything/echo",
+            "local/echo",
+            "local/get-env",
+            "local/get-sum"
+        ],
         "only what the agent may use"
     );
     let calls = out["calls"].as_array().unwrap();
@@ -164,6 +176,25 @@ async fn everything_over_http_and_stdio_through_the_python_sdk() {
     );
     assert_eq!(denied["data"]["determining_policy"], "default-deny");
     assert!(denied["data"]["request_id"].is_string());
+
+    // The command sees its own variables and a search path, none of the gateway's (its
+    // deployment token above all).
+    let env: Value =
+        serde_json::from_str(calls[4]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let names: Vec<&str> = env
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    assert_eq!(env["GREETING"], "hello", "{env}");
+    assert!(env["PATH"].is_string());
+    for leaked in ["PORTCULLIS_TOKEN", "RUST_LOG", "HOME"] {
+        assert!(
+            !names.contains(&leaked),
+            "{leaked} reached the tool: {names:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

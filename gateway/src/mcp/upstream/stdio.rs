@@ -3,6 +3,7 @@
 //! that exits is started again on the next call.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,26 @@ use super::{initialize_params, outcome, UpstreamError, GATEWAY_CLIENT};
 use crate::Gateway;
 
 type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Value>>>>;
+
+/// The search path a tool's command gets unless its connection sets `PATH`: none of the
+/// gateway's own environment (its token, cloud credentials) reaches the child.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Where the command runs: its connection's `cwd`, or `/`; never inside the gateway's data
+/// directory, which holds the last-known-good snapshot.
+fn working_dir(cwd: Option<&str>, data_dir: &Path) -> Result<PathBuf, UpstreamError> {
+    let dir = PathBuf::from(cwd.unwrap_or("/"));
+    let resolved = std::fs::canonicalize(&dir).map_err(|e| {
+        UpstreamError::Transport(format!("the tool's working directory {cwd:?}: {e}"))
+    })?;
+    let data = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    if resolved.starts_with(&data) {
+        return Err(UpstreamError::Transport(
+            "a stdio tool may not run inside the gateway's data directory".into(),
+        ));
+    }
+    Ok(resolved)
+}
 
 pub struct StdioSession {
     stdin: tokio::sync::Mutex<ChildStdin>,
@@ -36,16 +57,17 @@ impl StdioSession {
         env: &[(String, String)],
         cwd: Option<&str>,
     ) -> Result<Self, UpstreamError> {
+        let dir = working_dir(cwd, &gw.config.data_dir)?;
         let mut cmd = Command::new(command);
         cmd.args(args)
+            .env_clear()
+            .env("PATH", DEFAULT_PATH)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        if let Some(dir) = cwd {
-            cmd.current_dir(dir);
-        }
         let name = name.to_string();
         let (tx, rx) = oneshot::channel();
         // Child processes and their readers live on the background runtime, which outlives any
@@ -176,4 +198,26 @@ fn start(mut child: Child, name: String) -> Result<StdioSession, UpstreamError> 
         alive,
         _child: Mutex::new(child),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_run_outside_the_data_directory() {
+        let data = tempfile::tempdir().unwrap();
+        let inside = data.path().join("snapshots");
+        std::fs::create_dir(&inside).unwrap();
+        assert_eq!(working_dir(None, data.path()).unwrap(), PathBuf::from("/"));
+        for dir in [data.path(), inside.as_path()] {
+            let err = working_dir(dir.to_str(), data.path()).unwrap_err();
+            assert!(err.to_string().contains("data directory"), "{err}");
+        }
+        let other = tempfile::tempdir().unwrap();
+        let dotted = format!("{}/../{}", inside.display(), "snapshots");
+        assert!(working_dir(Some(&dotted), data.path()).is_err());
+        assert!(working_dir(other.path().to_str(), data.path()).is_ok());
+        assert!(working_dir(Some("/no/such/dir"), data.path()).is_err());
+    }
 }
