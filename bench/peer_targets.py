@@ -48,10 +48,14 @@ def free_port():
         return s.getsockname()[1]
 
 
+# The fakes listen on 127.0.0.1: the gateways here may reach loopback (DESIGN §24).
+LOOPBACK_UPSTREAMS = {"PORTCULLIS_ALLOW_PRIVATE_TARGETS": "true"}
+
+
 def spawn(args, log_path, env=None, cwd=None):
     log = open(log_path, "w")
     p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
-                         env={**os.environ, **(env or {})})
+                         env={**os.environ, **LOOPBACK_UPSTREAMS, **(env or {})})
     STARTED.append(p)
     return p
 

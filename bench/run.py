@@ -51,11 +51,13 @@ TTFB_COUNT = os.environ.get("PORTCULLIS_BENCH_TTFB_COUNT", "2000")
 BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "Say hello."}]})
 BASELINE = os.environ.get("PORTCULLIS_BENCH_BASELINE")
 PROCS = []
+# The fakes listen on 127.0.0.1: the gateways here may reach loopback (DESIGN §24).
+LOOPBACK_UPSTREAMS = {"PORTCULLIS_ALLOW_PRIVATE_TARGETS": "true"}
 
 
 def start(args, log_path, env=None):
     log = open(log_path, "w")
-    p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **LOOPBACK_UPSTREAMS, **(env or {})})
     PROCS.append(p)
     deadline = time.time() + 30
     while time.time() < deadline:

@@ -27,6 +27,14 @@ pub struct UpArgs {
     /// Allow webhook deliveries to plain-http loopback and private addresses.
     #[arg(long)]
     pub allow_private_webhook_targets: bool,
+    /// Allow every outbound fetch (models, tool servers, OAuth, webhooks) to reach loopback
+    /// and private addresses; link-local and cloud metadata addresses stay refused.
+    #[arg(long, env = "PORTCULLIS_ALLOW_PRIVATE_TARGETS")]
+    pub allow_private_targets: bool,
+    /// Allow tool connections that run a local command (stdio) on this machine; creating one
+    /// still needs an admin key.
+    #[arg(long, env = "PORTCULLIS_ALLOW_STDIO_TOOLS")]
+    pub allow_stdio_tools: bool,
     /// Log format: text or json.
     #[arg(long, default_value = "text")]
     pub log_format: String,
@@ -83,7 +91,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         other => anyhow::bail!("--log-format must be text or json, not {other}"),
     };
     telemetry::init(log_format);
-    std::fs::create_dir_all(&args.data_dir)
+    portcullis_shared::private_files::private_dir(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let cp_config = portcullis_controlplane::Config {
         listen: args.control_listen,
@@ -91,7 +99,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         database_url: None,
         master_key: std::env::var("PORTCULLIS_MASTER_KEY").ok(),
         allow_private_webhook_targets: args.allow_private_webhook_targets,
-        allow_stdio_tools: true,
+        allow_private_targets: args.allow_private_targets,
+        allow_stdio_tools: args.allow_stdio_tools,
         log_format,
         ..portcullis_controlplane::Config::default()
     };
@@ -109,6 +118,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir.join("gateway"),
         log_format,
         cloud_identity: args.cloud_identity,
+        allow_stdio_tools: args.allow_stdio_tools,
+        allow_private_targets: args.allow_private_targets,
         ..portcullis_gateway::Config::default()
     };
     let gw = portcullis_gateway::start(gw_config).await?;

@@ -2,7 +2,7 @@
 //! and an `admin` platform key, written once to `DATA_DIR/admin.key` (mode 0600). Later starts
 //! find them and change nothing.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -27,20 +27,31 @@ pub struct Bootstrap {
 }
 
 impl Bootstrap {
-    /// On the start that created the admin key, prints it once on standard output with where
-    /// it is stored (DESIGN §11); later starts print nothing. Logs name the file, never the key.
+    /// On the start that created the admin key, says where it is stored (DESIGN §11), and
+    /// prints the key itself once when standard output is a terminal: a service manager's or
+    /// container's captured output is no place for it (DESIGN §24). Later starts print
+    /// nothing. Logs name the file, never the key.
     pub fn announce(&self) {
         let Some(key) = &self.new_admin_key else {
             return;
         };
         tracing::info!(path = %self.admin_key_path.display(), "Admin platform key created.");
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(
-            out,
-            "Admin platform key (shown once): {key}\nIt is stored in {} (mode 0600); the \
-             portcullis command reads it from there.",
-            self.admin_key_path.display()
-        );
+        let path = self.admin_key_path.display();
+        let _ = if out.is_terminal() {
+            writeln!(
+                out,
+                "Admin platform key (shown once): {key}\nIt is stored in {path} (mode 0600); \
+                 the portcullis command reads it from there."
+            )
+        } else {
+            writeln!(
+                out,
+                "Admin platform key created and stored in {path} (mode 0600); it is not \
+                 printed because standard output is not a terminal. The portcullis command \
+                 reads it from there."
+            )
+        };
         let _ = out.flush();
     }
 }

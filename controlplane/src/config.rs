@@ -20,10 +20,18 @@ pub struct Config {
     pub master_key: Option<String>,
     /// Lets webhook deliveries go to plain-http loopback and private addresses.
     pub allow_private_webhook_targets: bool,
-    /// Whether tool connections may run local commands (stdio) on the gateways.
+    /// Lets every outbound fetch (webhooks, OAuth and OpenID providers, client metadata
+    /// documents, tool servers) reach loopback and private addresses (DESIGN §24).
+    pub allow_private_targets: bool,
+    /// Whether tool connections may run local commands (stdio) on the gateways; off unless
+    /// asked for, since such a command runs on every gateway host.
     pub allow_stdio_tools: bool,
     /// Days audit events are kept.
     pub audit_retention_days: u32,
+    /// Connections held at once; past it new ones are closed on accept.
+    pub max_connections: usize,
+    /// Connections held at once from one client address.
+    pub max_connections_per_ip: usize,
     /// How SQLite syncs commits: `normal` (nothing acknowledged is lost when the process
     /// dies; a power cut can roll back the last commits) or `full` (every commit synced).
     pub sqlite_synchronous: crate::store::SqliteSync,
@@ -52,6 +60,7 @@ impl std::fmt::Debug for Config {
                 "allow_private_webhook_targets",
                 &self.allow_private_webhook_targets,
             )
+            .field("allow_private_targets", &self.allow_private_targets)
             .field("log_format", &self.log_format)
             .finish()
     }
@@ -65,8 +74,11 @@ impl Default for Config {
             database_url: None,
             master_key: None,
             allow_private_webhook_targets: false,
-            allow_stdio_tools: true,
+            allow_private_targets: false,
+            allow_stdio_tools: false,
             audit_retention_days: 30,
+            max_connections: 10_000,
+            max_connections_per_ip: 1_000,
             sqlite_synchronous: crate::store::SqliteSync::default(),
             webhook_body_retention_days: 7,
             webhook_retry_schedule: crate::webhooks::DEFAULT_SCHEDULE.to_string(),
@@ -78,7 +90,9 @@ impl Default for Config {
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
-const ENV_KEYS: [&str; 13] = [
+const ENV_KEYS: [&str; 16] = [
+    "max_connections",
+    "max_connections_per_ip",
     "catalog_dir",
     "public_url",
     "audit_retention_days",
@@ -91,6 +105,7 @@ const ENV_KEYS: [&str; 13] = [
     "database_url",
     "master_key",
     "allow_private_webhook_targets",
+    "allow_private_targets",
     "log_format",
 ];
 

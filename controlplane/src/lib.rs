@@ -15,8 +15,10 @@ pub mod interactive;
 pub mod mcp_admin;
 pub mod metrics;
 pub mod oauth;
+pub mod peer;
 pub mod provision;
 pub mod rules;
+mod server;
 pub mod snapshot;
 pub mod store;
 pub mod validate;
@@ -76,12 +78,20 @@ impl Running {
 
 /// Opens the store, bootstraps on first start, binds, and serves in the background.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
-    std::fs::create_dir_all(&config.data_dir)
+    let open_files = portcullis_shared::conn_limit::raise_open_files();
+    tracing::debug!(open_files, "Open-file limit.");
+    portcullis_shared::private_files::private_dir(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let cipher = bootstrap::master_cipher(config.master_key.as_deref(), &config.data_dir)?;
     let store = store::Store::open(&config.database_url(), cipher, config.sqlite_synchronous)
         .await
         .context("opening the database")?;
+    if config.database_url.is_none() {
+        for file in ["portcullis.db", "portcullis.db-wal", "portcullis.db-shm"] {
+            portcullis_shared::private_files::private_file(&config.data_dir.join(file))
+                .with_context(|| format!("making {file} private"))?;
+        }
+    }
     let bootstrap = bootstrap::ensure(&store, &config.data_dir).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -90,6 +100,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let settings = webhooks::Settings::from_config(&config).map_err(anyhow::Error::msg)?;
     let hub = audit::Hub::default();
     let hooks = webhooks::Hooks::new(settings, hub.stored());
+    let oauth = oauth::OAuth::new(config.allow_private_targets);
     let app = Arc::new(App {
         store,
         registry: api::Registry::new(),
@@ -102,9 +113,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             .unwrap_or_else(|| format!("http://{addr}")),
         config,
         webhooks: hooks,
-        oauth: oauth::OAuth::default(),
+        oauth,
     });
-    let (shutdown, mut stop) = tokio::sync::watch::channel(false);
+    let (shutdown, stop) = tokio::sync::watch::channel(false);
     let retention = audit::spawn_retention(
         app.store.clone(),
         app.config.audit_retention_days,
@@ -115,14 +126,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         app.webhooks.settings.clone(),
         app.webhooks.wake.clone(),
     );
-    let router = api::router(app.clone());
-    let task = tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|s| *s).await;
-            })
-            .await
-    });
+    let router = api::router(app.clone()).layer(axum::middleware::from_fn(peer::scope));
+    let limit = portcullis_shared::conn_limit::ConnLimit::new(
+        app.config.max_connections,
+        app.config.max_connections_per_ip,
+    );
+    let task = tokio::spawn(server::serve(listener, router, limit, stop));
     tracing::info!(%addr, backend = ?app.store.backend(), "listening");
     Ok(Running {
         addr,

@@ -38,6 +38,16 @@ struct Args {
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     allow_private_webhook_targets: bool,
+    /// Allow every outbound fetch (webhooks, OAuth, client metadata documents, tool servers)
+    /// to reach loopback and private addresses; link-local and cloud metadata stay refused.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    allow_private_targets: bool,
+    /// Allow tool connections that run a local command (stdio) on the gateways; creating
+    /// one still needs the admin-only permission tools.stdio.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    allow_stdio_tools: bool,
     /// Log format.
     #[arg(long, value_enum)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -30,10 +30,17 @@ pub struct Config {
     pub upstream_timeout_secs: u64,
     /// Seconds in-flight requests get to finish on shutdown.
     pub shutdown_grace_secs: u64,
+    /// Connections held at once; past it new ones are closed on accept.
+    pub max_connections: usize,
+    /// Connections held at once from one client address.
+    pub max_connections_per_ip: usize,
     /// Runtime worker threads; 0 uses one per CPU.
     pub worker_threads: usize,
-    /// Whether this gateway runs stdio tools' commands.
+    /// Whether this gateway runs stdio tools' commands; off unless asked for.
     pub allow_stdio_tools: bool,
+    /// Whether upstreams (models, tool servers, token endpoints) may be at loopback or
+    /// private addresses; link-local and cloud metadata addresses are refused always.
+    pub allow_private_targets: bool,
     /// Whether decisions are recorded and shipped to the control plane.
     pub audit: bool,
     /// Bound of the on-disk audit spool, in bytes; past it the oldest events are dropped.
@@ -78,8 +85,11 @@ impl Default for Config {
             max_body_bytes: 16 * 1024 * 1024,
             upstream_timeout_secs: 300,
             shutdown_grace_secs: 30,
+            max_connections: 10_000,
+            max_connections_per_ip: 1_000,
             worker_threads: 0,
-            allow_stdio_tools: true,
+            allow_stdio_tools: false,
+            allow_private_targets: false,
             audit: true,
             audit_spool_max_bytes: 256 * 1024 * 1024,
             spend_store: None,
@@ -90,8 +100,11 @@ impl Default for Config {
     }
 }
 
-const ENV_KEYS: [&str; 18] = [
+const ENV_KEYS: [&str; 21] = [
+    "max_connections",
+    "max_connections_per_ip",
     "allow_stdio_tools",
+    "allow_private_targets",
     "max_policy_age_secs",
     "cloud_identity",
     "spend_store",

@@ -85,6 +85,8 @@ pub struct Cloud {
 thread_local! {
     /// Each worker thread's upstream client: its pooled connections live on that thread.
     static HTTP: std::cell::OnceCell<reqwest::Client> = const { std::cell::OnceCell::new() };
+    /// Each worker thread's client for the control plane.
+    static CONTROL: std::cell::OnceCell<reqwest::Client> = const { std::cell::OnceCell::new() };
 }
 
 impl Gateway {
@@ -134,7 +136,25 @@ impl Gateway {
 
     /// This thread's pooled upstream client.
     pub fn http(&self) -> reqwest::Client {
-        HTTP.with(|cell| cell.get_or_init(upstream_client).clone())
+        let allow_private = self.config.allow_private_targets;
+        HTTP.with(|cell| cell.get_or_init(|| upstream_client(allow_private)).clone())
+    }
+
+    /// This thread's client for the control plane, at the operator's URL (often a private
+    /// address, so outside the upstream egress policy): no redirects followed, since every
+    /// call carries the deployment token.
+    pub fn control_http(&self) -> reqwest::Client {
+        CONTROL.with(|cell| {
+            cell.get_or_init(|| {
+                reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .connect_timeout(Duration::from_secs(10))
+                    .user_agent(concat!("portcullis-gateway/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .unwrap_or_default()
+            })
+            .clone()
+        })
     }
 
     /// How MCP requests reach upstreams over HTTP.
@@ -143,14 +163,21 @@ impl Gateway {
             http: self.http(),
             timeout: self.config.upstream_timeout(),
             client_name: mcp::upstream::GATEWAY_CLIENT,
+            allow_private: self.config.allow_private_targets,
         }
     }
 }
 
-/// Egress proxies come from the standard environment variables; without any, the client
+/// Upstreams are reached under the egress policy (DESIGN §24): names resolved to addresses
+/// the policy refuses are not connected to (checked once per new connection, so pooled
+/// calls pay nothing) and redirects are never followed, so an upstream cannot send the
+/// request, its credential or its prompt to another host. Egress proxies come from the
+/// standard environment variables (the proxy then resolves names); without any, the client
 /// skips per-request proxy matching.
-fn upstream_client() -> reqwest::Client {
+fn upstream_client(allow_private: bool) -> reqwest::Client {
     let mut builder = reqwest::Client::builder()
+        .dns_resolver(portcullis_shared::egress::resolver(allow_private))
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10))
         .pool_max_idle_per_host(1024)
         .pool_idle_timeout(Duration::from_secs(90))
@@ -212,7 +239,7 @@ pub fn install_crypto_provider() {
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     install_crypto_provider();
     config.validate().map_err(|e| anyhow::anyhow!(e))?;
-    std::fs::create_dir_all(&config.data_dir)
+    portcullis_shared::private_files::private_dir(&config.data_dir)
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let mut gateway = Gateway::new(config);
     let audit_tasks = if gateway.config.audit {
@@ -253,6 +280,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
+    let open_files = portcullis_shared::conn_limit::raise_open_files();
+    tracing::debug!(open_files, "Open-file limit.");
     let (addr, sockets) = server::bind(gateway.config.listen, workers)
         .with_context(|| format!("binding {}", gateway.config.listen))?;
     let app = Arc::new(proxy::Phases {
@@ -260,15 +289,18 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     });
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let grace = Duration::from_secs(gateway.config.shutdown_grace_secs);
-    let workers = server::spawn_workers(
-        sockets,
-        tls,
+    let shared = server::Shared {
         app,
-        stop_rx.clone(),
+        stop: stop_rx.clone(),
         grace,
-        gateway.in_flight.clone(),
-    )
-    .context("starting worker threads")?;
+        in_flight: gateway.in_flight.clone(),
+        limit: portcullis_shared::conn_limit::ConnLimit::new(
+            gateway.config.max_connections,
+            gateway.config.max_connections_per_ip,
+        ),
+        log: Arc::default(),
+    };
+    let workers = server::spawn_workers(sockets, tls, shared).context("starting worker threads")?;
     tokio::spawn(spend::seed::run(gateway.clone(), stop_rx.clone()));
     let sync = tokio::spawn(snapshot::sync::run(gateway.clone(), stop_rx));
     tracing::info!(%addr, tls = gateway.config.tls_cert.is_some(), "listening");

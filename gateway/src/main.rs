@@ -64,6 +64,16 @@ struct Args {
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     cloud_identity: bool,
+    /// Run the commands of stdio tool connections (as this gateway's user, with an empty
+    /// environment plus the connection's own variables).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    allow_stdio_tools: bool,
+    /// Let upstreams (models, tool servers, token endpoints) be at loopback or private
+    /// addresses; link-local and cloud metadata addresses stay refused.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    allow_private_targets: bool,
     /// Refuse calls (503 policy_stale) once the control plane has been unreachable for this
     /// many seconds (default 0: keep serving the last snapshot).
     #[arg(long)]

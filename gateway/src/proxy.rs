@@ -36,10 +36,19 @@ impl HttpServerApp for Phases {
         mut session: Session,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        match session.read_request().await {
-            Ok(true) => {}
-            Ok(false) => return None,
-            Err(e) => {
+        // A header that does not arrive in time (a slow or idle client) closes the connection.
+        let kept = session.take_connection_user_context().is_some();
+        let deadline = crate::server::HEADER_READ
+            + if kept {
+                crate::server::IDLE_KEEPALIVE
+            } else {
+                std::time::Duration::ZERO
+            };
+        match tokio::time::timeout(deadline, session.read_request()).await {
+            Err(_) => return None,
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return None,
+            Ok(Err(e)) => {
                 if matches!(e.etype, pingora::ErrorType::InvalidHTTPHeader) {
                     tracing::debug!(error = %e, "Unreadable request header.");
                     let _ = session.respond_error(400).await;
@@ -51,13 +60,18 @@ impl HttpServerApp for Phases {
         if *shutdown.borrow() {
             // Going away: this connection takes no further request.
             session.set_keepalive(None);
+        } else {
+            // Kept for the next request at most this long idle (unless the client closes it).
+            session.set_keepalive(Some(crate::server::IDLE_KEEPALIVE.as_secs()));
         }
         if let Err(e) = self.answer(&mut session).await {
             tracing::debug!(error = %e, "Could not write the response.");
             session.shutdown().await;
             return None;
         }
-        let settings = HttpPersistentSettings::for_session(&session);
+        let mut settings = HttpPersistentSettings::for_session(&session);
+        // Marks the connection as kept, for the next request's header deadline.
+        settings.set_user_context(Box::new(()));
         session
             .finish()
             .await

@@ -4,7 +4,9 @@
 //! through pingora's rustls acceptor; writes are gathered until pingora flushes
 //! ([`coalesced`]), then pingora's HTTP server session handles the connection. On
 //! shutdown each worker stops accepting, tells pingora to end keep-alive, and waits for its
-//! in-flight requests up to the grace period.
+//! in-flight requests up to the grace period. Connections are bounded in all and per client
+//! address ([`ConnLimit`]); a request's header must arrive within [`HEADER_READ`] of the
+//! connection (or of the previous response, after [`IDLE_KEEPALIVE`] idle at most).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,7 +21,14 @@ use std::net::SocketAddr;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Notify};
 
+use portcullis_shared::conn_limit::{AcceptLog, ConnLimit, ACCEPT_ERROR_PAUSE};
+
 use crate::proxy::Phases;
+
+/// How long a request's header may take to arrive, from its first byte's wait.
+pub const HEADER_READ: Duration = Duration::from_secs(10);
+/// How long a kept connection may wait idle for its next request.
+pub const IDLE_KEEPALIVE: Duration = Duration::from_secs(75);
 
 mod coalesced;
 
@@ -77,20 +86,27 @@ pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<(SocketAddr, Ve
     Ok((bound, all))
 }
 
+/// What every worker's accept loop shares.
+#[derive(Clone)]
+pub struct Shared {
+    pub app: Arc<Phases>,
+    pub stop: watch::Receiver<bool>,
+    pub grace: Duration,
+    pub in_flight: Arc<AtomicUsize>,
+    pub limit: Arc<ConnLimit>,
+    pub log: Arc<AcceptLog>,
+}
+
 /// Starts one worker thread per socket; each returns when `stop` flips and it has drained.
 pub fn spawn_workers(
     sockets: Vec<TcpSocket>,
     tls: Option<Tls>,
-    app: Arc<Phases>,
-    stop: watch::Receiver<bool>,
-    grace: Duration,
-    in_flight: Arc<AtomicUsize>,
+    shared: Shared,
 ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
     let tls = tls.map(|t| t.0);
     let mut handles = Vec::new();
     for (i, socket) in sockets.into_iter().enumerate() {
-        let (tls, app, stop, in_flight) =
-            (tls.clone(), app.clone(), stop.clone(), in_flight.clone());
+        let (tls, shared) = (tls.clone(), shared.clone());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -99,9 +115,7 @@ pub fn spawn_workers(
             .spawn(move || {
                 runtime.block_on(async move {
                     match socket.listen(4096) {
-                        Ok(listener) => {
-                            serve(listener, tls.map(Tls), app, stop, grace, in_flight).await
-                        }
+                        Ok(listener) => serve(listener, tls.map(Tls), shared).await,
                         Err(e) => tracing::error!(error = %e, "Could not listen."),
                     }
                 });
@@ -111,14 +125,15 @@ pub fn spawn_workers(
     Ok(handles)
 }
 
-pub async fn serve(
-    listener: TcpListener,
-    tls: Option<Tls>,
-    app: Arc<Phases>,
-    mut stop: watch::Receiver<bool>,
-    grace: Duration,
-    in_flight: Arc<AtomicUsize>,
-) {
+pub async fn serve(listener: TcpListener, tls: Option<Tls>, shared: Shared) {
+    let Shared {
+        app,
+        mut stop,
+        grace,
+        in_flight,
+        limit,
+        log,
+    } = shared;
     let (shutdown, shutdown_watch) = watch::channel(false);
     let live = Arc::new(Live::default());
     let tls = tls.map(|t| t.0);
@@ -127,20 +142,24 @@ pub async fn serve(
             a = listener.accept() => a,
             _ = stop.wait_for(|s| *s) => break,
         };
-        let (tcp, _peer) = match accepted {
+        let (tcp, peer) = match accepted {
             Ok(pair) => pair,
             Err(e) => {
-                tracing::warn!(error = %e, "Accept failed.");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                log.error(&e);
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                 continue;
             }
+        };
+        let Some(admitted) = limit.admit(peer.ip()) else {
+            log.refused(peer.ip());
+            continue;
         };
         let _ = tcp.set_nodelay(true);
         live.count.fetch_add(1, Ordering::AcqRel);
         let guard = Guard(live.clone());
         let (app, tls, shutdown_watch) = (app.clone(), tls.clone(), shutdown_watch.clone());
         tokio::spawn(async move {
-            let _guard = guard;
+            let (_guard, _admitted) = (guard, admitted);
             let l4: L4Stream = tcp.into();
             let stream: Stream = match tls {
                 None => Box::new(Coalesced::new(l4)),

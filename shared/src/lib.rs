@@ -6,6 +6,8 @@ pub mod api;
 pub mod audit;
 pub mod canonical;
 pub mod config;
+pub mod conn_limit;
+pub mod egress;
 pub mod error;
 #[cfg(test)]
 mod fuzz;
@@ -15,6 +17,7 @@ pub mod keys;
 pub mod mcp_client;
 pub mod policy;
 pub mod prices;
+pub mod private_files;
 pub mod provider;
 pub mod seal;
 pub mod since;

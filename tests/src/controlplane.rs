@@ -408,6 +408,7 @@ fn spawn(
     }
     command
         .env_remove("PORTCULLIS_MASTER_KEY")
+        .envs(crate::process::TEST_ALLOWANCES)
         .env("RUST_LOG", "debug,sqlx=warn,hyper=info,h2=info")
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     Spawned::spawn(command)

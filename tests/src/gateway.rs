@@ -80,6 +80,7 @@ impl GatewayProcess {
             .arg("--data-dir")
             .arg(self.data_dir.path())
             .env("PORTCULLIS_TOKEN", &self.token)
+            .envs(crate::process::TEST_ALLOWANCES)
             .env(
                 "RUST_LOG",
                 "debug,hyper=info,h2=info,pingora=info,reqwest=info",

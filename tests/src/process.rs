@@ -30,6 +30,14 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// What the test deployments allow that a real one does not by default (DESIGN §24): the
+/// upstreams here are local commands, and every fake upstream listens on 127.0.0.1. Set
+/// before a test's own environment, which may undo it.
+pub const TEST_ALLOWANCES: [(&str, &str); 2] = [
+    ("PORTCULLIS_ALLOW_STDIO_TOOLS", "true"),
+    ("PORTCULLIS_ALLOW_PRIVATE_TARGETS", "true"),
+];
+
 /// A child process whose standard output and error are collected line by line.
 pub struct Spawned {
     pub child: Child,

@@ -29,9 +29,10 @@ pub(crate) async fn cli(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32
     )
 }
 
-/// `portcullis up` on port 0 in `dir`.
+/// `portcullis up` on port 0 in `dir`; its upstreams (fakes on 127.0.0.1) are private.
 fn up(dir: &Path) -> Spawned {
     let mut up = Command::new(bin("portcullis"));
+    up.env("PORTCULLIS_ALLOW_PRIVATE_TARGETS", "true");
     up.current_dir(dir).args([
         "up",
         "--control-listen",
@@ -42,8 +43,8 @@ fn up(dir: &Path) -> Spawned {
     Spawned::spawn(up)
 }
 
-/// `portcullis up` prints the admin key on its first start only, with where it is stored,
-/// whether or not its output is a terminal; so does the control plane alone.
+/// `portcullis up` says where the admin key is stored on its first start only, and prints the
+/// key itself only to a terminal; so does the control plane alone.
 /// The CLI run in `dir` with `cp`'s URL and admin key in its environment.
 pub(crate) async fn as_admin(
     cp: &ControlPlane,
@@ -77,17 +78,13 @@ async fn the_admin_key_is_printed_once() {
         .to_string();
     assert!(key.starts_with("svc_pk_"));
     assert!(
-        logs.contains(&format!("Admin platform key (shown once): {key}")),
-        "{logs}"
-    );
-    assert!(
-        logs.contains("admin.key"),
-        "it says where the key is stored"
+        logs.contains("admin.key") && logs.contains("not a terminal"),
+        "it says where the key is stored: {logs}"
     );
     assert_eq!(
         logs.matches(&key).count(),
-        1,
-        "printed once, never logged: {logs}"
+        0,
+        "never printed to output that is not a terminal, never logged: {logs}"
     );
     first.terminate().await;
 
@@ -95,21 +92,50 @@ async fn the_admin_key_is_printed_once() {
     again.wait_listening("portcullis up").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        !again.logs().contains(&key) && !again.logs().contains("shown once"),
+        !again.logs().contains(&key) && !again.logs().contains("stored in"),
         "a later start does not print it: {}",
         again.logs()
     );
     again.terminate().await;
 
     let cp = ControlPlane::start(Backend::Sqlite).await;
-    assert_eq!(
+    assert!(
         cp.logs()
-            .matches(&format!("Admin platform key (shown once): {}", cp.key))
-            .count(),
-        1,
+            .contains("Admin platform key created and stored in"),
         "{}",
         cp.logs()
     );
+    assert!(!cp.logs().contains(&cp.key), "{}", cp.logs());
+
+    // On a terminal (a pseudo-terminal under `script`), the first start shows the key once.
+    let tty = tempfile::tempdir().unwrap();
+    let data = tty.path().join("data");
+    let command = format!(
+        "{} --data-dir {} --listen 127.0.0.1:0",
+        bin("portcullis-controlplane").display(),
+        data.display()
+    );
+    let mut on_tty = Command::new("script");
+    on_tty.args(["-qefc", &command, "/dev/null"]);
+    let mut shown = Spawned::spawn(on_tty);
+    let key_path = data.join("admin.key");
+    let mut logs = String::new();
+    for _ in 0..400 {
+        logs = shown.logs();
+        if logs.contains("reads it from there") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let key = std::fs::read_to_string(&key_path)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(
+        logs.contains(&format!("Admin platform key (shown once): {key}")),
+        "{logs}"
+    );
+    shown.terminate().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,6 +191,23 @@ async fn quick_start_with_portcullis_up() {
         out.contains("gpt-4o-mini") && !out.contains("sk-quickstart-123456"),
         "{out}"
     );
+    // Local commands as tools are off unless `up` is started with --allow-stdio-tools.
+    let (code, out, err) = cli(
+        dir.path(),
+        &env,
+        &[
+            "tool",
+            "add",
+            "local",
+            "--protocol",
+            "stdio",
+            "--command",
+            "sh",
+        ],
+    )
+    .await;
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("does not allow stdio"), "{out}{err}");
     let (code, out, err) = cli(
         dir.path(),
         &env,
