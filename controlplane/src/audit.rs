@@ -14,6 +14,7 @@ use tokio::sync::broadcast;
 use crate::store::{self, now_ms, Store, StoreError};
 
 mod incoming;
+pub mod tails;
 mod writer;
 
 pub use incoming::Incoming;
@@ -26,11 +27,12 @@ struct Fanout {
     stored: Arc<tokio::sync::Notify>,
 }
 
-/// The audit writer (one per service, started on first use) and the fan-out of what it
-/// stored.
+/// The audit writer (one per service, started on first use), the fan-out of what it
+/// stored, and the live tails open per platform key.
 pub struct Hub {
     fanout: Fanout,
     writer: std::sync::OnceLock<writer::Writer>,
+    pub tails: tails::Tails,
 }
 
 impl Default for Hub {
@@ -41,6 +43,7 @@ impl Default for Hub {
                 stored: Arc::default(),
             },
             writer: std::sync::OnceLock::new(),
+            tails: tails::Tails::default(),
         }
     }
 }
@@ -284,8 +287,11 @@ async fn purge_expired(store: &Store, days: u32) {
         // Provision links last minutes; a day later nobody needs to be told one expired.
         store::provision::purge(tx.conn(), now_ms() - 24 * 3600 * 1000).await?;
         store::oauth_flows::purge(tx.conn(), now_ms()).await?;
-        store::interactive::purge(tx.conn(), now_ms()).await?;
+        let clients = store::interactive::purge(tx.conn(), now_ms()).await?;
         tx.commit().await?;
+        if clients > 0 {
+            tracing::info!(clients, "Registered clients never used in a day deleted.");
+        }
         Ok::<u64, StoreError>(n)
     }
     .await;

@@ -32,12 +32,14 @@ pub use discovery::Endpoints;
 
 /// The OAuth client's shared state: an HTTP client under the egress policy (no redirects
 /// followed, so a provider cannot send our credentials elsewhere; addresses checked), one
-/// lock per grant being refreshed, and the client metadata documents fetched lately.
+/// lock per grant being refreshed, the client metadata documents fetched lately, and the
+/// budget of client registrations per client address (as authorization server).
 pub struct OAuth {
     http: reqwest::Client,
     allow_private: bool,
     refreshing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     pub documents: documents::Documents,
+    pub registrations: crate::peer::Budget,
 }
 
 impl OAuth {
@@ -49,6 +51,10 @@ impl OAuth {
             allow_private,
             refreshing: Mutex::default(),
             documents: documents::Documents::default(),
+            registrations: crate::peer::Budget::new(
+                documents::REGISTER_BURST,
+                documents::REGISTER_REFILL,
+            ),
         }
     }
 

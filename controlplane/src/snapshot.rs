@@ -263,6 +263,7 @@ async fn actas_providers(
             jwks_url: p.jwks_url,
             email_claim: p.email_claim,
             groups_claim: p.groups_claim,
+            trust_unverified_email: p.trust_unverified_email != 0,
         });
     }
     Ok(out)

@@ -129,6 +129,9 @@ pub struct SnapActAsProvider {
     pub jwks_url: Option<String>,
     pub email_claim: String,
     pub groups_claim: String,
+    /// Whether an email counts without `email_verified: true` in the token.
+    #[serde(default)]
+    pub trust_unverified_email: bool,
     #[serde(default)]
     pub hmac_secret: Option<Secrets>,
 }

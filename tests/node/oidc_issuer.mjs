@@ -29,6 +29,8 @@
 //        servers from now on (default 3600).
 //   POST /_test/refuse_refresh  {}: from now on every refresh-token grant is answered 400
 //        `invalid_grant`, as when a user revoked the application at the provider.
+//   POST /_test/unverified?sub=  {}: from now on the ID tokens of `sub` carry their email
+//        without `email_verified` (every other person's, and forged tokens, say `true`).
 //
 // As an OAuth authorization server for MCP servers it has: dynamic client registration
 // (open, RFC 7591), refresh tokens for every client allowed the grant, revocation (revoking a
@@ -90,6 +92,8 @@ let revocations = 0;
 let introspections = 0;
 let accessTtl = 3600;
 let refuseRefresh = false;
+// Logins whose ID tokens leave `email_verified` out.
+const unverified = new Set();
 
 function buildProvider() {
   const provider = new Provider(issuer, {
@@ -113,7 +117,7 @@ function buildProvider() {
       },
     ],
     jwks: { keys: [current.jwk, es256.jwk, eddsa.jwk] },
-    claims: { openid: ['sub'], email: ['email'], groups: ['groups'] },
+    claims: { openid: ['sub'], email: ['email', 'email_verified'], groups: ['groups'] },
     scopes: ['openid', 'email', 'groups'],
     // Claims of the granted scopes go in the ID token, not only in userinfo.
     conformIdTokenClaims: false,
@@ -150,6 +154,7 @@ function buildProvider() {
           return {
             sub,
             email: wanted.email ?? `${sub}@example.com`,
+            ...(unverified.has(sub) ? {} : { email_verified: true }),
             groups: wanted.groups ?? [],
           };
         },
@@ -310,6 +315,7 @@ async function forge(params) {
   const now = Math.floor(Date.now() / 1000);
   const claims = {
     email: params.get('email') || `${sub}@example.com`,
+    email_verified: true,
     groups: splitGroups(params.get('groups')),
   };
   let iss = issuer;
@@ -439,6 +445,9 @@ async function testRoute(req, res, url) {
     }
     case 'POST /_test/refuse_refresh':
       refuseRefresh = true;
+      return json(res, 200, {});
+    case 'POST /_test/unverified':
+      unverified.add(url.searchParams.get('sub') || '');
       return json(res, 200, {});
     case 'POST /_test/access_ttl':
       accessTtl = Number(url.searchParams.get('seconds'));

@@ -170,6 +170,13 @@ impl OidcIssuer {
         .await;
     }
 
+    /// From now on the ID tokens of `sub` carry their email without `email_verified` (every
+    /// other person's say `true`).
+    pub async fn unverified(&self, sub: &str) {
+        self.call(reqwest::Method::POST, "unverified", &[("sub", sub)])
+            .await;
+    }
+
     /// From now on the provider refuses every refresh-token grant (`invalid_grant`).
     pub async fn refuse_refresh(&self) {
         self.call(reqwest::Method::POST, "refuse_refresh", &[])

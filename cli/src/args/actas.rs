@@ -23,6 +23,10 @@ pub struct ProviderFields {
     /// The claim holding the groups (default groups).
     #[arg(long)]
     pub groups_claim: Option<String>,
+    /// oidc: true to take a token's email without `email_verified: true`, for an issuer that
+    /// only issues verified emails (default false).
+    #[arg(long, value_name = "true|false")]
+    pub trust_unverified_email: Option<bool>,
     /// hmac: the shared secret agents sign identities with (16 to 1024 characters).
     #[arg(long, env = "PORTCULLIS_ACTAS_HMAC_SECRET", hide_env_values = true)]
     pub hmac_secret: Option<String>,

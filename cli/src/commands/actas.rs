@@ -21,6 +21,7 @@ fn show(p: &ActAsProvider) {
         .add("jwks_url", text(&p.jwks_url))
         .add("email_claim", &p.email_claim)
         .add("groups_claim", &p.groups_claim)
+        .add("trust_unverified_email", p.trust_unverified_email)
         .add("hmac_secret", if p.hmac_secret_set { "set" } else { "-" })
         .add("signin_client_id", text(&p.signin_client_id))
         .add(
@@ -52,6 +53,7 @@ pub async fn run(ctx: &Ctx, cmd: ActAsProviderCmd) -> anyhow::Result<()> {
                 jwks_url: fields.jwks_url,
                 email_claim: fields.email_claim,
                 groups_claim: fields.groups_claim,
+                trust_unverified_email: fields.trust_unverified_email,
                 hmac_secret: fields.hmac_secret,
                 signin_client_id: fields.signin_client_id,
                 signin_client_secret: fields.signin_client_secret,
@@ -72,6 +74,7 @@ pub async fn run(ctx: &Ctx, cmd: ActAsProviderCmd) -> anyhow::Result<()> {
                 jwks_url: fields.jwks_url,
                 email_claim: fields.email_claim,
                 groups_claim: fields.groups_claim,
+                trust_unverified_email: fields.trust_unverified_email,
                 hmac_secret: fields.hmac_secret,
                 signin_client_id: fields.signin_client_id,
                 signin_client_secret: fields.signin_client_secret,

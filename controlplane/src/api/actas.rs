@@ -46,6 +46,7 @@ async fn view(conn: &mut Conn, row: ProviderRow) -> ApiResult<ActAsProvider> {
         jwks_url: row.jwks_url,
         email_claim: row.email_claim,
         groups_claim: row.groups_claim,
+        trust_unverified_email: row.trust_unverified_email != 0,
         hmac_secret_set,
         signin_client_secret_set: row.signin_client_secret.is_some(),
         signin_client_id: row.signin_client_id,
@@ -117,6 +118,12 @@ fn check(row: &ProviderRow, has_secret: bool) -> ApiResult<()> {
             }
             if !has_secret {
                 return Err(invalid("hmac_secret is required for an hmac provider"));
+            }
+            if row.trust_unverified_email != 0 {
+                return Err(invalid(
+                    "trust_unverified_email is only for oidc providers: an hmac identity's \
+                     email is what the agent signs",
+                ));
             }
         }
     }
@@ -203,6 +210,7 @@ async fn create(ctx: Ctx, req: CreateActAsProviderRequest) -> ApiResult<ActAsPro
             "groups_claim",
             req.groups_claim.as_deref().unwrap_or("groups"),
         )?,
+        trust_unverified_email: i64::from(req.trust_unverified_email.unwrap_or(false)),
         signin_client_id: None,
         signin_client_secret: None,
         created_at: now,
@@ -245,6 +253,7 @@ async fn update(ctx: Ctx, req: UpdateActAsProviderRequest) -> ApiResult<ActAsPro
         || req.jwks_url.is_some()
         || req.email_claim.is_some()
         || req.groups_claim.is_some()
+        || req.trust_unverified_email.is_some()
         || req.hmac_secret.is_some();
     if trust_changes
         && !actas_providers::agents_using(tx.conn(), &ws, &row.id)
@@ -286,6 +295,9 @@ async fn update(ctx: Ctx, req: UpdateActAsProviderRequest) -> ApiResult<ActAsPro
     }
     if let Some(claim) = &req.groups_claim {
         row.groups_claim = claim_name("groups_claim", claim)?;
+    }
+    if let Some(trust) = req.trust_unverified_email {
+        row.trust_unverified_email = i64::from(trust);
     }
     let (id, secret) = (
         req.signin_client_id.as_deref(),

@@ -415,7 +415,8 @@ async fn consented(app: &App, r: &Request, person: &Person) -> ApiResult<bool> {
 }
 
 /// Issues the authorization code of a request the person consented to (a client named by its
-/// metadata document is kept from now on, for the token endpoint).
+/// metadata document is kept from now on, for the token endpoint; a registered client is
+/// marked used, so it is never purged as unused).
 pub(super) async fn issue_code(app: &App, r: &Request, person: &Person) -> ApiResult<String> {
     super::client_document::keep(app, &r.client_id).await?;
     let code = Code {
@@ -439,6 +440,7 @@ pub(super) async fn issue_code(app: &App, r: &Request, person: &Person) -> ApiRe
         expires_at,
     )
     .await?;
+    interactive::mark_client_used(tx.conn(), &r.client_id, now_ms()).await?;
     tx.commit().await?;
     Ok(value)
 }

@@ -3,17 +3,21 @@
 //! scheme of a native app (RFC 8252), without a fragment. A client that asks for no token
 //! endpoint authentication method gets `client_secret_basic` (RFC 7591's default) and a
 //! secret shown once; `none` makes a public client that proves itself with PKCE alone.
+//! Registering is rationed per client address (`REGISTER_BURST`, then 429) and bounded in
+//! size ([`MAX_BODY_BYTES`], redirect URIs, name); a client no code was ever issued to is
+//! purged a day after it registered (`store::interactive::purge`).
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::{json_reply, oauth_error, random_token};
+use crate::oauth::documents::{REGISTER_BURST, REGISTER_REFILL};
 use crate::store::{interactive, now_ms};
 use crate::App;
 
@@ -21,6 +25,8 @@ pub const AUTH_METHODS: [&str; 3] = ["none", "client_secret_basic", "client_secr
 const MAX_REDIRECT_URIS: usize = 10;
 const MAX_URI_LEN: usize = 2000;
 pub(super) const MAX_NAME_LEN: usize = 200;
+/// Largest registration request read; more is refused (413) without being read.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
 #[derive(Deserialize)]
 struct Metadata {
@@ -44,7 +50,40 @@ fn bad_metadata(description: &str) -> Response {
     )
 }
 
-pub async fn register(State(app): State<Arc<App>>, body: Bytes) -> Response {
+/// Refuses a client address past its registration budget (429, with `Retry-After`).
+fn over_budget(app: &App) -> Option<Response> {
+    let peer = crate::peer::current()?;
+    if app.oauth.registrations.spend(peer) {
+        return None;
+    }
+    tracing::info!(%peer, "Client registration refused: the address's budget is used up.");
+    let mut reply = oauth_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "temporarily_unavailable",
+        &format!(
+            "too many clients were registered from this address: {REGISTER_BURST} at once, \
+             then one every {} s",
+            REGISTER_REFILL.as_secs()
+        ),
+    );
+    reply.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(REGISTER_REFILL.as_secs()),
+    );
+    Some(reply)
+}
+
+pub async fn register(State(app): State<Arc<App>>, body: Body) -> Response {
+    if let Some(refused) = over_budget(&app) {
+        return refused;
+    }
+    let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        return oauth_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_client_metadata",
+            &format!("the registration is larger than {MAX_BODY_BYTES} bytes"),
+        );
+    };
     let meta: Metadata = match serde_json::from_slice(&body) {
         Ok(m) => m,
         Err(e) => return bad_metadata(&format!("the body is not client metadata: {e}")),

@@ -3,8 +3,9 @@
 //! discovery; this service's client there is registered dynamically once per workspace and
 //! issuer (RFC 7591) and kept, its secret sealed. Authorization code with PKCE S256, `state`
 //! and `nonce`; the ID token's signature (the provider's JWKS), issuer, audience (our client),
-//! expiry and nonce are checked. An email counts only when the provider does not say it is
-//! unverified.
+//! expiry and nonce are checked. An email counts only when the ID token says
+//! `email_verified: true`, or the act-as provider is marked `trust_unverified_email` (an issuer
+//! that only issues verified emails) and the token does not say it is unverified.
 
 use oauth2::basic::{
     BasicErrorResponse, BasicRevocationErrorResponse, BasicTokenIntrospectionResponse,
@@ -50,6 +51,7 @@ type Client = oauth2::Client<
 /// An OpenID provider, ready for a sign-in.
 pub struct Provider {
     email_claim: String,
+    trust_unverified_email: bool,
     client_id: String,
     client: Client,
     pub endpoints: Endpoints,
@@ -67,6 +69,9 @@ pub fn redirect_uri(app: &App) -> String {
 pub struct Issuer {
     pub url: String,
     pub email_claim: String,
+    /// Whether an email counts without `email_verified: true` (the act-as provider's setting).
+    #[serde(default)]
+    pub trust_unverified_email: bool,
     pub provider_id: Option<String>,
     /// What a person choosing where to sign in is shown: the act-as provider's name, or the
     /// issuer's URL.
@@ -96,6 +101,7 @@ pub async fn issuer_of(conn: &mut Conn, agent: &AgentRow) -> ApiResult<Issuer> {
         return Ok(Issuer {
             url,
             email_claim: p.email_claim,
+            trust_unverified_email: p.trust_unverified_email != 0,
             provider_id: Some(p.id),
             label: p.name,
         });
@@ -109,6 +115,7 @@ pub async fn issuer_of(conn: &mut Conn, agent: &AgentRow) -> ApiResult<Issuer> {
             label: url.clone(),
             url,
             email_claim: "email".into(),
+            trust_unverified_email: false,
             provider_id: None,
         });
     }
@@ -240,6 +247,7 @@ fn build(
     }
     Ok(Provider {
         email_claim: found.email_claim.clone(),
+        trust_unverified_email: found.trust_unverified_email,
         client_id,
         client,
         endpoints,
@@ -339,11 +347,41 @@ async fn verify(app: &App, p: &Provider, token: &str, nonce: &str) -> ApiResult<
     if subject.is_empty() {
         return Err(bad("it names no subject"));
     }
-    let verified = claims["email_verified"].as_bool() != Some(false);
     let email = claims[p.email_claim.as_str()]
         .as_str()
-        .filter(|_| verified)
+        .filter(|_| email_counts(&claims, p.trust_unverified_email))
         .unwrap_or_default()
         .to_string();
     Ok(Person { subject, email })
+}
+
+/// Whether the ID token's email counts: the provider says it verified it, or the provider is
+/// trusted to issue only verified emails and does not say otherwise.
+fn email_counts(claims: &Value, trust_unverified: bool) -> bool {
+    match claims["email_verified"].as_bool() {
+        Some(verified) => verified,
+        None => trust_unverified,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::email_counts;
+
+    #[test]
+    fn an_email_counts_when_verified_or_the_provider_is_trusted() {
+        let said = |v: serde_json::Value| json!({"sub": "s", "email": "a@b", "email_verified": v});
+        assert!(email_counts(&said(json!(true)), false));
+        assert!(!email_counts(&said(json!(false)), false));
+        assert!(!email_counts(&said(json!(false)), true));
+        assert!(
+            !email_counts(&said(json!("true")), false),
+            "a string is not a yes"
+        );
+        let unsaid = json!({"sub": "s", "email": "a@b"});
+        assert!(!email_counts(&unsaid, false));
+        assert!(email_counts(&unsaid, true));
+    }
 }

@@ -1,13 +1,15 @@
 //! What the authorization server remembers of the client metadata documents it fetches
 //! (`/oauth2/authorize` with a URL as `client_id`): each document for a few minutes, in a
 //! bounded memo, and a budget of fetches per client address, so that an unauthenticated
-//! caller cannot make this service fetch URLs at will (DESIGN §24).
+//! caller cannot make this service fetch URLs at will (DESIGN §24). The budget of client
+//! registrations per address ([`REGISTER_BURST`]) is set here too.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::peer::Budget;
 use crate::store::interactive::ClientRow;
 
 /// How long a fetched document is used before it is fetched again.
@@ -17,26 +19,23 @@ const MAX_DOCUMENTS: usize = 256;
 /// Fetches one client address may make at once, refilled at one per [`REFILL`].
 pub const FETCH_BURST: u32 = 5;
 const REFILL: Duration = Duration::from_secs(12);
-/// Most client addresses budgeted at once.
-const MAX_ADDRESSES: usize = 4096;
+/// Client registrations (`/oauth2/register`) one client address may make at once, refilled
+/// at one per [`REGISTER_REFILL`].
+pub const REGISTER_BURST: u32 = 10;
+pub const REGISTER_REFILL: Duration = Duration::from_secs(30);
 
 /// Fetched documents and the fetch budgets.
-#[derive(Default)]
 pub struct Documents {
     memo: Mutex<HashMap<String, (Instant, ClientRow)>>,
-    budgets: Mutex<HashMap<IpAddr, Bucket>>,
+    budget: Budget,
 }
 
-/// A token bucket: how many fetches were left when it was last looked at.
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    fn refilled(&self, now: Instant) -> f64 {
-        let gained = now.duration_since(self.at).as_secs_f64() / REFILL.as_secs_f64();
-        (self.tokens + gained).min(f64::from(FETCH_BURST))
+impl Default for Documents {
+    fn default() -> Self {
+        Self {
+            memo: Mutex::default(),
+            budget: Budget::new(FETCH_BURST, REFILL),
+        }
     }
 }
 
@@ -67,40 +66,7 @@ impl Documents {
     /// Takes one fetch from the budget of the client at `peer` (an IPv6 client by its /64);
     /// false when it is used up.
     pub fn spend(&self, peer: IpAddr) -> bool {
-        let key = network(peer);
-        let now = Instant::now();
-        let mut budgets = self.budgets.lock().unwrap_or_else(|e| e.into_inner());
-        if budgets.len() >= MAX_ADDRESSES && !budgets.contains_key(&key) {
-            budgets.retain(|_, b| b.refilled(now) < f64::from(FETCH_BURST));
-            if budgets.len() >= MAX_ADDRESSES {
-                let any = budgets.keys().next().copied();
-                if let Some(k) = any {
-                    budgets.remove(&k);
-                }
-            }
-        }
-        let bucket = budgets.entry(key).or_insert(Bucket {
-            tokens: f64::from(FETCH_BURST),
-            at: now,
-        });
-        let tokens = bucket.refilled(now);
-        bucket.at = now;
-        bucket.tokens = if tokens >= 1.0 { tokens - 1.0 } else { tokens };
-        tokens >= 1.0
-    }
-}
-
-/// The address a budget is kept for: an IPv4 address, or an IPv6 address's /64.
-fn network(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let s = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-        },
-        v4 => v4,
+        self.budget.spend(peer)
     }
 }
 

@@ -16,6 +16,8 @@ pub struct ProviderRow {
     pub jwks_url: Option<String>,
     pub email_claim: String,
     pub groups_claim: String,
+    /// 1: an email counts without `email_verified: true` in the token.
+    pub trust_unverified_email: i64,
     /// The client this service signs people in with at the issuer (interactive access).
     pub signin_client_id: Option<String>,
     /// Its secret, sealed.
@@ -28,7 +30,8 @@ pub async fn insert(conn: &mut Conn, r: &ProviderRow) -> Result<(), StoreError> 
     sqlx::query(
         "INSERT INTO actas_providers (id, workspace_id, name, method, issuer, audience, \
          jwks_url, email_claim, groups_claim, created_at, updated_at, signin_client_id, \
-         signin_client_secret) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+         signin_client_secret, trust_unverified_email) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
     )
     .bind(&r.id)
     .bind(&r.workspace_id)
@@ -43,6 +46,7 @@ pub async fn insert(conn: &mut Conn, r: &ProviderRow) -> Result<(), StoreError> 
     .bind(r.updated_at)
     .bind(&r.signin_client_id)
     .bind(&r.signin_client_secret)
+    .bind(r.trust_unverified_email)
     .execute(conn)
     .await?;
     Ok(())
@@ -53,7 +57,8 @@ pub async fn update(conn: &mut Conn, r: &ProviderRow) -> Result<(), StoreError> 
     sqlx::query(
         "UPDATE actas_providers SET name = $1, issuer = $2, audience = $3, jwks_url = $4, \
          email_claim = $5, groups_claim = $6, updated_at = $7, signin_client_id = $10, \
-         signin_client_secret = $11 WHERE id = $8 AND workspace_id = $9",
+         signin_client_secret = $11, trust_unverified_email = $12 \
+         WHERE id = $8 AND workspace_id = $9",
     )
     .bind(&r.name)
     .bind(&r.issuer)
@@ -66,6 +71,7 @@ pub async fn update(conn: &mut Conn, r: &ProviderRow) -> Result<(), StoreError> 
     .bind(&r.workspace_id)
     .bind(&r.signin_client_id)
     .bind(&r.signin_client_secret)
+    .bind(r.trust_unverified_email)
     .execute(conn)
     .await?;
     Ok(())

@@ -48,6 +48,25 @@ pub async fn client(conn: &mut Conn, client_id: &str) -> Result<Option<ClientRow
     )
 }
 
+/// Notes that a code was issued to the client (the first time counts), so that it is kept.
+pub async fn mark_client_used(
+    conn: &mut Conn,
+    client_id: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE interactive_clients SET used_at = $1 WHERE client_id = $2 AND used_at IS NULL",
+    )
+    .bind(now)
+    .bind(client_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// How long a registered client to which no code was ever issued is kept.
+pub const UNUSED_CLIENT_MS: i64 = 24 * 3600 * 1000;
+
 fn pending_label(kind: &str, key_hash: &str) -> String {
     format!("interactive_{kind}:{key_hash}")
 }
@@ -101,17 +120,29 @@ pub async fn take_pending(
     Ok(Some((data, expires_at)))
 }
 
-/// Deletes steps expired before `before`, and refresh tokens past their lifetime.
-pub async fn purge(conn: &mut Conn, before: i64) -> Result<(), StoreError> {
+/// Deletes steps expired before `now`, refresh tokens past their lifetime, and clients
+/// registered more than [`UNUSED_CLIENT_MS`] before `now` that no code, grant or consent ever
+/// used; how many clients.
+pub async fn purge(conn: &mut Conn, now: i64) -> Result<u64, StoreError> {
     sqlx::query("DELETE FROM interactive_pending WHERE expires_at < $1")
-        .bind(before)
+        .bind(now)
         .execute(&mut *conn)
         .await?;
     sqlx::query("DELETE FROM interactive_refresh_tokens WHERE expires_at < $1")
-        .bind(before)
-        .execute(conn)
+        .bind(now)
+        .execute(&mut *conn)
         .await?;
-    Ok(())
+    let clients = sqlx::query(
+        "DELETE FROM interactive_clients WHERE used_at IS NULL AND created_at < $1 \
+         AND NOT EXISTS (SELECT 1 FROM interactive_grants g \
+                         WHERE g.client_id = interactive_clients.client_id) \
+         AND NOT EXISTS (SELECT 1 FROM interactive_consents c \
+                         WHERE c.client_id = interactive_clients.client_id)",
+    )
+    .bind(now - UNUSED_CLIENT_MS)
+    .execute(conn)
+    .await?;
+    Ok(clients.rows_affected())
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -446,3 +477,6 @@ pub async fn put_signin_client(
     .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

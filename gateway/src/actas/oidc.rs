@@ -52,6 +52,9 @@ pub struct OidcConfig {
     pub audience: Audience,
     pub email_claim: String,
     pub groups_claim: String,
+    /// Whether an email counts without `email_verified: true` (a provider that only issues
+    /// verified emails); otherwise such an email is dropped.
+    pub trust_unverified_email: bool,
 }
 
 /// A token already verified for an agent: its identity and what is checked on every call.
@@ -374,7 +377,11 @@ pub fn validate(
     let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation)
         .map_err(|e| claim_error(e.kind()))?;
     let claims = data.claims;
-    let act_as = claims::identity(&claims, "oidc", &cfg.email_claim, &cfg.groups_claim)?;
+    let mut act_as = claims::identity(&claims, "oidc", &cfg.email_claim, &cfg.groups_claim)?;
+    // The issuer vouches for an email only when it says it verified it.
+    if !cfg.trust_unverified_email && claims.get("email_verified") != Some(&Value::Bool(true)) {
+        act_as.email.clear();
+    }
     let aud = match claims.get("aud") {
         Some(Value::String(a)) => vec![a.clone()],
         Some(Value::Array(a)) => a

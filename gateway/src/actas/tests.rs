@@ -221,6 +221,7 @@ mod oidc_tokens {
             audience: Audience::Fixed("gw-users".into()),
             email_claim: "mail".into(),
             groups_claim: "https://corp/groups".into(),
+            trust_unverified_email: false,
         }
     }
 
@@ -232,11 +233,15 @@ mod oidc_tokens {
 
     fn claims(now: i64) -> Value {
         json!({"iss": "https://idp.example", "aud": ["gw-users", "other"], "sub": "u1",
-            "mail": "u1@corp.com", "https://corp/groups": ["eng"], "iat": now,
-            "exp": now + 300})
+            "mail": "u1@corp.com", "email_verified": true, "https://corp/groups": ["eng"],
+            "iat": now, "exp": now + 300})
     }
 
     fn check(s: &Signer, token: &str) -> Result<ActAs, GatewayError> {
+        check_with(s, token, &config())
+    }
+
+    fn check_with(s: &Signer, token: &str, cfg: &OidcConfig) -> Result<ActAs, GatewayError> {
         let (alg, kid) = oidc::header(token)?;
         assert_eq!(kid, "k1");
         oidc::validate(
@@ -245,9 +250,36 @@ mod oidc_tokens {
             &s.decoding,
             "https://idp.example",
             &["gw-users".to_string()],
-            &config(),
+            cfg,
         )
         .map(|r| r.identity())
+    }
+
+    #[test]
+    fn an_email_counts_only_when_verified_unless_the_provider_is_trusted() {
+        let s = signer();
+        let now = chrono::Utc::now().timestamp();
+        let mut unsaid = claims(now);
+        unsaid.as_object_mut().unwrap().remove("email_verified");
+        let mut unverified = claims(now);
+        unverified["email_verified"] = json!("true");
+        for c in [unsaid.clone(), unverified] {
+            let got = check(&s, &token(&s, c)).unwrap();
+            assert_eq!((got.sub.as_str(), got.email.as_str()), ("u1", ""));
+        }
+        let trusting = OidcConfig {
+            trust_unverified_email: true,
+            ..config()
+        };
+        let got = check_with(&s, &token(&s, unsaid), &trusting).unwrap();
+        assert_eq!(got.email, "u1@corp.com");
+        let mut denied = claims(now);
+        denied["email_verified"] = json!(false);
+        let got = check_with(&s, &token(&s, denied), &trusting).unwrap();
+        assert_eq!(
+            got.email, "",
+            "an email the issuer says is unverified never counts"
+        );
     }
 
     fn code(r: Result<ActAs, GatewayError>) -> &'static str {

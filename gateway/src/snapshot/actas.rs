@@ -53,6 +53,7 @@ pub fn resolve(
             audience: Audience::AgentOrGateway,
             email_claim: "email".into(),
             groups_claim: "groups".into(),
+            trust_unverified_email: false,
         })),
         _ => None,
     };
@@ -84,5 +85,6 @@ fn from_provider(p: &SnapActAsProvider, runtime: &Runtime) -> Option<OidcConfig>
         audience: Audience::Fixed(audience),
         email_claim: p.email_claim.clone(),
         groups_claim: p.groups_claim.clone(),
+        trust_unverified_email: p.trust_unverified_email,
     })
 }

@@ -78,6 +78,10 @@ pub struct ActAsProvider {
     pub jwks_url: Option<String>,
     pub email_claim: String,
     pub groups_claim: String,
+    /// `oidc`: whether an email counts without `email_verified: true` in the token (for an
+    /// issuer that only issues verified emails); false unless set.
+    #[serde(default)]
+    pub trust_unverified_email: bool,
     pub hmac_secret_set: bool,
     /// `oidc`: the client people sign in with for interactive access, where the issuer offers
     /// no dynamic registration (its secret is never returned).
@@ -111,6 +115,9 @@ pub struct CreateActAsProviderRequest {
     /// The claim holding the group list (default `groups`).
     #[serde(default)]
     pub groups_claim: Option<String>,
+    /// `oidc`: take a token's email even without `email_verified: true` (default false).
+    #[serde(default)]
+    pub trust_unverified_email: Option<bool>,
     #[serde(default)]
     pub hmac_secret: Option<String>,
     /// `oidc`: a client registered at the issuer for interactive sign-in, with redirect URI
@@ -142,6 +149,8 @@ pub struct UpdateActAsProviderRequest {
     pub email_claim: Option<String>,
     #[serde(default)]
     pub groups_claim: Option<String>,
+    #[serde(default)]
+    pub trust_unverified_email: Option<bool>,
     #[serde(default)]
     pub hmac_secret: Option<String>,
     #[serde(default)]

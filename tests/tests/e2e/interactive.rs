@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::mcp::Mcp;
 
 /// The redirect URI the tests' clients register: never served.
-const REDIRECT: &str = "http://127.0.0.1:9/callback";
+pub(crate) const REDIRECT: &str = "http://127.0.0.1:9/callback";
 
 /// Registers an interactive agent for `emails`, signing people in at `issuer`, allowed the
 /// fake's `whoami` on the default gateway.
@@ -29,7 +29,7 @@ async fn interactive_agent(cp: &ControlPlane, name: &str, issuer: &str, emails: 
     cp.ok(AGENTS, "RegisterAgent", cp.body(body)).await;
 }
 
-async fn started(issuer: &OidcIssuer) -> (Mcp, FakeMcp) {
+pub(crate) async fn started(issuer: &OidcIssuer) -> (Mcp, FakeMcp) {
     let m = Mcp::start().await;
     let fake = FakeMcp::start("upstream-key", false).await;
     m.attach(json!({"name": "fake", "protocol": "streamable-http",
@@ -47,7 +47,7 @@ async fn started(issuer: &OidcIssuer) -> (Mcp, FakeMcp) {
     (m, fake)
 }
 
-fn mcp_url(m: &Mcp) -> String {
+pub(crate) fn mcp_url(m: &Mcp) -> String {
     format!("{}/mcp", m.gw.gateway_url(&m.cp.default_gateway_id))
 }
 
@@ -302,12 +302,17 @@ async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves()
 }
 
 /// The PKCE pair of a verifier.
-fn pkce(verifier: &str) -> String {
+pub(crate) fn pkce(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
 /// An authorization URL for `client` on the default gateway.
-fn authorize_url(m: &Mcp, client_id: &str, challenge: Option<&str>, resource: &str) -> String {
+pub(crate) fn authorize_url(
+    m: &Mcp,
+    client_id: &str,
+    challenge: Option<&str>,
+    resource: &str,
+) -> String {
     let mut url = url::Url::parse(&format!("{}/oauth2/authorize", m.cp.url)).unwrap();
     {
         let mut q = url.query_pairs_mut();
@@ -325,7 +330,11 @@ fn authorize_url(m: &Mcp, client_id: &str, challenge: Option<&str>, resource: &s
 }
 
 /// The query of the redirect a browse ended on.
-fn redirected(status: u16, url: &str, body: &str) -> std::collections::HashMap<String, String> {
+pub(crate) fn redirected(
+    status: u16,
+    url: &str,
+    body: &str,
+) -> std::collections::HashMap<String, String> {
     assert_eq!(status, 302, "{url}\n{body}");
     assert!(url.starts_with(REDIRECT), "{url}");
     url::Url::parse(url)

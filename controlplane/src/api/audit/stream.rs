@@ -2,7 +2,9 @@
 //! byte, a 4-byte big-endian length, JSON). Each new event of the caller's workspace that
 //! passes the filters is sent as `{"event": …}`; failures end the stream with an end-of-stream
 //! envelope (flag 0x02) carrying the Connect error. The workspace comes from the key; the
-//! query-only filters are refused.
+//! query-only filters are refused. One platform key holds at most
+//! [`MAX_PER_KEY`](crate::audit::tails::MAX_PER_KEY) streams open (`resource_exhausted`
+//! past it); a stream's place is given back as soon as its client goes away.
 
 use std::sync::Arc;
 
@@ -17,6 +19,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::{auth, Access};
 use crate::audit::stream_matches;
+use crate::audit::tails::{Tail, MAX_PER_KEY};
 use crate::error::{invalid, ApiError, ApiResult};
 use crate::App;
 
@@ -106,7 +109,7 @@ async fn open(
     app: &Arc<App>,
     headers: &HeaderMap,
     body: Body,
-) -> ApiResult<(String, QueryEventsRequest)> {
+) -> ApiResult<(String, QueryEventsRequest, Tail)> {
     let principal = auth::authenticate(
         &app.store,
         headers,
@@ -114,12 +117,18 @@ async fn open(
     )
     .await?;
     principal.require(Permission::GatewayView)?;
+    let key = &principal.as_platform()?.key_id;
+    let tail = app.audit.tails.open(key).ok_or_else(|| {
+        ApiError::ResourceExhausted(format!(
+            "this platform key has {MAX_PER_KEY} event streams open already; close one first"
+        ))
+    })?;
     let bytes = axum::body::to_bytes(body, 64 * 1024)
         .await
         .map_err(|_| invalid("the request message is too large"))?;
     let q = request(&bytes)?;
     refuse_query_only(&q)?;
-    Ok((principal.workspace_id().to_string(), q))
+    Ok((principal.workspace_id().to_string(), q, tail))
 }
 
 pub async fn stream_events(
@@ -127,15 +136,20 @@ pub async fn stream_events(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let (workspace_id, filter) = match open(&app, &headers, body).await {
+    let (workspace_id, filter, tail) = match open(&app, &headers, body).await {
         Ok(opened) => opened,
         Err(e) => return streaming(Body::from(end_with(Some(&e)))),
     };
     let mut events = app.audit.subscribe();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::convert::Infallible>>(256);
     tokio::spawn(async move {
+        let _tail = tail;
         loop {
-            let event = match events.recv().await {
+            let received = tokio::select! {
+                r = events.recv() => r,
+                () = tx.closed() => return, // the client went away
+            };
+            let event = match received {
                 Ok(e) => e,
                 Err(RecvError::Lagged(missed)) => {
                     tracing::warn!(

@@ -1,6 +1,7 @@
 //! The REST variant of the tool operations (`/v1/tools…`), with the same semantics: each path
 //! assembles the operation's JSON body (path id, `workspace_id` from the query for reads and
-//! deletes) and runs it through the same handler.
+//! deletes) and runs it through the same handler. A body is read only once the caller is
+//! authenticated, so an anonymous caller cannot make this service read 2 MiB.
 
 use std::sync::Arc;
 
@@ -70,21 +71,29 @@ fn from_query(q: WorkspaceQuery, id: Option<&str>) -> ApiResult<Bytes> {
     }
 }
 
-async fn run(app: &Arc<App>, op: &str, headers: &HeaderMap, body: ApiResult<Bytes>) -> Response {
+/// Runs the operation; `body` (which may read the request) runs after authentication.
+async fn run(
+    app: &Arc<App>,
+    op: &str,
+    headers: &HeaderMap,
+    body: impl std::future::Future<Output = ApiResult<Bytes>> + Send + 'static,
+) -> Response {
     invoke(
         app,
         &format!("{MGMT}/{op}"),
         headers,
-        Input::Built(body),
+        Input::Built(Box::pin(body)),
         Door::Rest,
     )
     .await
 }
 
 async fn create(State(app): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
-    let body = body_object(body)
-        .await
-        .map(|m| Bytes::from(Value::Object(m).to_string()));
+    let body = async move {
+        body_object(body)
+            .await
+            .map(|m| Bytes::from(Value::Object(m).to_string()))
+    };
     run(&app, "CreateMCPServerConnection", &headers, body).await
 }
 
@@ -97,7 +106,7 @@ async fn list(
         &app,
         "ListMCPServerConnections",
         &headers,
-        from_query(q, None),
+        std::future::ready(from_query(q, None)),
     )
     .await
 }
@@ -112,7 +121,7 @@ async fn read(
         &app,
         "GetMCPServerConnection",
         &headers,
-        from_query(q, Some(&id)),
+        std::future::ready(from_query(q, Some(&id))),
     )
     .await
 }
@@ -127,7 +136,7 @@ async fn remove(
         &app,
         "DeleteMCPServerConnection",
         &headers,
-        from_query(q, Some(&id)),
+        std::future::ready(from_query(q, Some(&id))),
     )
     .await
 }
@@ -138,7 +147,7 @@ async fn update(
     Path(id): Path<String>,
     body: Body,
 ) -> Response {
-    let body = async { with_id(body_object(body).await?, &id) }.await;
+    let body = async move { with_id(body_object(body).await?, &id) };
     run(&app, "UpdateMCPServerConnection", &headers, body).await
 }
 
@@ -148,7 +157,7 @@ async fn sync(
     Path(id): Path<String>,
     body: Body,
 ) -> Response {
-    let body = async { with_id(body_object(body).await?, &id) }.await;
+    let body = async move { with_id(body_object(body).await?, &id) };
     run(&app, "SyncMCPServerConnectionTools", &headers, body).await
 }
 
@@ -158,7 +167,7 @@ async fn connect(
     Path(id): Path<String>,
     body: Body,
 ) -> Response {
-    let body = async { with_id(body_object(body).await?, &id) }.await;
+    let body = async move { with_id(body_object(body).await?, &id) };
     run(&app, "BeginMCPServerOAuthConnect", &headers, body).await
 }
 
@@ -168,6 +177,6 @@ async fn disconnect(
     Path(id): Path<String>,
     body: Body,
 ) -> Response {
-    let body = async { with_id(body_object(body).await?, &id) }.await;
+    let body = async move { with_id(body_object(body).await?, &id) };
     run(&app, "DisconnectMCPServerOAuth", &headers, body).await
 }
