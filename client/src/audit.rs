@@ -40,6 +40,13 @@ const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 /// A live tail of audit events; see [`AdminClient::stream_events`].
 pub struct EventStream {
     response: reqwest::Response,
+    envelopes: Envelopes,
+}
+
+/// The `application/connect+json` envelopes of a server stream (one flag byte, a 4-byte
+/// big-endian length, JSON), read as bytes arrive.
+#[derive(Default)]
+struct Envelopes {
     buf: Vec<u8>,
     ended: bool,
 }
@@ -48,17 +55,17 @@ impl EventStream {
     /// The next event; `None` when the server ended the stream cleanly.
     pub async fn next(&mut self) -> Option<Result<AuditEventV1, ClientError>> {
         loop {
-            if self.ended {
+            if self.envelopes.ended {
                 return None;
             }
-            if let Some(message) = self.take_message() {
+            if let Some(message) = self.envelopes.take_message() {
                 return message;
             }
             match self.response.chunk().await {
-                Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk),
+                Ok(Some(chunk)) => self.envelopes.buf.extend_from_slice(&chunk),
                 Ok(None) => {
-                    self.ended = true;
-                    return (!self.buf.is_empty()).then(|| {
+                    self.envelopes.ended = true;
+                    return (!self.envelopes.buf.is_empty()).then(|| {
                         Err(ClientError::Decode {
                             path: format!("{AUDIT}/StreamEvents"),
                             message: "the stream ended inside a message".into(),
@@ -66,7 +73,7 @@ impl EventStream {
                     });
                 }
                 Err(source) => {
-                    self.ended = true;
+                    self.envelopes.ended = true;
                     return Some(Err(ClientError::Transport {
                         url: self.response.url().to_string(),
                         source,
@@ -75,7 +82,9 @@ impl EventStream {
             }
         }
     }
+}
 
+impl Envelopes {
     /// One complete envelope from the buffer, decoded.
     fn take_message(&mut self) -> Option<Option<Result<AuditEventV1, ClientError>>> {
         if self.buf.len() < 5 {
@@ -191,16 +200,16 @@ impl AdminClient {
         }
         let mut stream = EventStream {
             response,
-            buf: Vec::new(),
-            ended: false,
+            envelopes: Envelopes::default(),
         };
         // A refused request ends the stream at once; surface that as the open's error.
         if let Ok(Ok(Some(chunk))) =
             tokio::time::timeout(Duration::from_millis(200), stream.response.chunk()).await
         {
-            stream.buf.extend_from_slice(&chunk);
-            if stream.buf.first().is_some_and(|f| f & END_STREAM != 0) {
-                if let Some(Some(Err(e))) = stream.take_message() {
+            let envelopes = &mut stream.envelopes;
+            envelopes.buf.extend_from_slice(&chunk);
+            if envelopes.buf.first().is_some_and(|f| f & END_STREAM != 0) {
+                if let Some(Some(Err(e))) = envelopes.take_message() {
                     return Err(e);
                 }
             }
@@ -243,5 +252,76 @@ impl AdminClient {
             }
             tokio::time::sleep(options.interval).await;
         }
+    }
+}
+
+/// The entry point of the `connect_envelope` fuzz target in `fuzz/`. Not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::{AuditEventV1, ClientError, Envelopes};
+
+    /// The messages of a `StreamEvents` reply arriving in `chunk`-byte pieces (0: whole), as
+    /// [`super::EventStream::next`] yields them, until the stream ends or the bytes run out;
+    /// and whether bytes of an unfinished envelope are left.
+    pub fn read_stream(
+        bytes: &[u8],
+        chunk: usize,
+    ) -> (Vec<Result<AuditEventV1, ClientError>>, bool) {
+        let mut envelopes = Envelopes::default();
+        let mut out = Vec::new();
+        for piece in bytes.chunks(if chunk == 0 {
+            bytes.len().max(1)
+        } else {
+            chunk
+        }) {
+            envelopes.buf.extend_from_slice(piece);
+            while !envelopes.ended {
+                match envelopes.take_message() {
+                    Some(Some(message)) => out.push(message),
+                    Some(None) => envelopes.ended = true,
+                    None => break,
+                }
+            }
+            if envelopes.ended {
+                break;
+            }
+        }
+        (out, !envelopes.ended && !envelopes.buf.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fuzzing::read_stream;
+
+    fn envelope(flag: u8, body: &str) -> Vec<u8> {
+        let mut out = vec![flag];
+        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        out.extend_from_slice(body.as_bytes());
+        out
+    }
+
+    #[test]
+    fn a_stream_ends_at_its_end_envelope_however_it_is_cut() {
+        let mut bytes = envelope(0, "not an event");
+        bytes.extend(envelope(
+            2,
+            r#"{"error":{"code":"permission_denied","message":"no"}}"#,
+        ));
+        bytes.extend(envelope(0, "{}"));
+        for chunk in [0, 1, 3] {
+            let (messages, left) = read_stream(&bytes, chunk);
+            assert_eq!(messages.len(), 2, "{chunk}");
+            assert!(messages.iter().all(Result::is_err));
+            assert!(!left, "nothing is read past the end envelope");
+        }
+    }
+
+    #[test]
+    fn an_oversized_or_unfinished_envelope_is_noticed() {
+        let (messages, _) = read_stream(&[0, 0xff, 0xff, 0xff, 0xff], 0);
+        assert!(matches!(messages.as_slice(), [Err(_)]));
+        let (messages, left) = read_stream(&envelope(0, "{}")[..6], 0);
+        assert!(messages.is_empty() && left);
     }
 }

@@ -268,6 +268,8 @@ fn ident_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
+#[doc(hidden)]
+pub mod oracle;
 #[cfg(test)]
 #[path = "plain_tests.rs"]
 mod tests;

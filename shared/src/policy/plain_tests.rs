@@ -1,65 +1,13 @@
-use cedar_policy::{ActionConstraint, Effect, EntityUid, PrincipalConstraint, ResourceConstraint};
 use proptest::prelude::*;
 
+use super::oracle::{self, valid_in_cedar};
 use super::*;
-use crate::policy::{parse_bundle, policy_set, validate, PolicyError};
+use crate::policy::{parse_bundle, PolicyError};
 
-/// The bundle as Cedar reads it, in this module's terms; `None` when a policy is not an
-/// unconditional permit of this subset.
+/// The bundle as Cedar reads it: `None` when a policy is not an unconditional permit of the
+/// subset.
 fn cedar_view(prefix: &str, text: &str) -> Result<Option<Vec<Permit>>, PolicyError> {
-    let policies = parse_bundle(prefix, text)?;
-    let entity = |uid: EntityUid| {
-        let name = uid.type_name().to_string();
-        let kind = Kind::ALL.into_iter().find(|k| k.type_name() == name)?;
-        Some((kind, uid.id().unescaped().to_string()))
-    };
-    let action = |uid: EntityUid| {
-        let type_ok = uid.type_name().to_string() == "Svc::Action";
-        let name = uid.id().unescaped().to_string();
-        Action::ALL
-            .into_iter()
-            .find(|a| type_ok && a.name() == name)
-    };
-    let view = |p: &cedar_policy::Policy| {
-        if p.effect() != Effect::Permit || p.has_non_scope_constraint() {
-            return None;
-        }
-        let principal = match p.principal_constraint() {
-            PrincipalConstraint::Any => Principal::Any,
-            PrincipalConstraint::Is(t) => Principal::Is(
-                Kind::ALL
-                    .into_iter()
-                    .find(|k| k.type_name() == t.to_string())?,
-            ),
-            PrincipalConstraint::Eq(uid) => {
-                let (kind, id) = entity(uid)?;
-                Principal::Eq(kind, id)
-            }
-            _ => return None,
-        };
-        let actions = match p.action_constraint() {
-            ActionConstraint::Eq(uid) => vec![action(uid)?],
-            ActionConstraint::In(uids) => uids.into_iter().map(action).collect::<Option<_>>()?,
-            ActionConstraint::Any => return None,
-        };
-        let ResourceConstraint::Eq(resource) = p.resource_constraint() else {
-            return None;
-        };
-        Some(Permit {
-            id: AsRef::<str>::as_ref(p.id()).to_string(),
-            principal,
-            actions,
-            resource: entity(resource)?,
-        })
-    };
-    Ok(policies.iter().map(view).collect())
-}
-
-fn valid_in_cedar(prefix: &str, text: &str) -> bool {
-    parse_bundle(prefix, text)
-        .and_then(policy_set)
-        .and_then(|set| validate(&set))
-        .is_ok()
+    Ok(oracle::cedar_view(prefix, text)?.into_iter().collect())
 }
 
 #[test]

@@ -1,0 +1,109 @@
+//! Entry points for the coverage-guided fuzz targets in `fuzz/` (outside the request path):
+//! the narrowest way in to parsers that are private to the gateway. Not an API.
+
+use bytes::Bytes;
+use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
+use portcullis_shared::policy::{uid, ActAs, Kind};
+use portcullis_shared::prices::Usage;
+
+use crate::error::GatewayError;
+use crate::llm::api::{Inbound, InboundApi};
+use crate::llm::framing::Framing;
+use crate::llm::translate::{Context, Translation};
+use crate::snapshot::AgentEntry;
+
+/// The HMAC act-as secret of the agent [`act_as`] reads headers for.
+pub const HMAC_SECRET: &str = "0123456789abcdef";
+
+/// The identity an act-as header yields for an agent with this method (the OIDC step, which
+/// needs the issuer's keys, is an error here: `oidc_token` covers the token).
+pub fn act_as(
+    method: Option<ActAsMethod>,
+    header: Option<&[u8]>,
+    now_secs: i64,
+) -> Result<ActAs, GatewayError> {
+    let agent = AgentEntry {
+        id: "a".into(),
+        name: "a".into(),
+        parent_id: None,
+        status: AgentStatus::Active,
+        uid: uid(Kind::Agent, "a"),
+        policies: Vec::new(),
+        actas_method: method,
+        actas_required: false,
+        actas_hmac_secret: Some(HMAC_SECRET.into()),
+        actas_oidc: None,
+        oidc_memory: Default::default(),
+        bound_keys: Default::default(),
+        memo: std::sync::OnceLock::new(),
+        tool_memo: std::sync::RwLock::default(),
+        identity_memo: Default::default(),
+    };
+    match crate::actas::identify(&agent, header, None, now_secs)? {
+        crate::actas::Step::Done(act_as) => Ok(act_as),
+        crate::actas::Step::Oidc(_) => Err(GatewayError::Internal("an OIDC step".into())),
+    }
+}
+
+/// What a streamed reply became: the caller's events, the metered usage, and whether the
+/// upstream's framing was found corrupt.
+pub struct Fed {
+    pub events: Vec<Bytes>,
+    pub usage: Option<Usage>,
+    pub corrupt: bool,
+}
+
+/// Feeds an upstream's stream, cut into `chunk`-byte pieces (0: whole), through the framing
+/// and the stream translator of `translation`, as the relay does.
+pub fn translate_stream(
+    input: &[u8],
+    chunk: usize,
+    api: InboundApi,
+    translation: Translation,
+    ctx: &Context<'_>,
+) -> Result<Fed, GatewayError> {
+    let body: &[u8] = match api {
+        InboundApi::OpenAiChat => {
+            br#"{"model":"m","stream":true,"messages":[],"stream_options":{"include_usage":true}}"#
+        }
+        InboundApi::AnthropicMessages => {
+            br#"{"model":"m","stream":true,"max_tokens":1,"messages":[]}"#
+        }
+    };
+    let inbound = Inbound::parse(api, Bytes::from_static(body), &http::HeaderMap::new())?;
+    let mut stream = translation.stream(&inbound, ctx);
+    let mut framing = Framing::of(translation);
+    let mut events = Vec::new();
+    let size = if chunk == 0 {
+        input.len().max(1)
+    } else {
+        chunk
+    };
+    let mut corrupt = false;
+    'pieces: for piece in input.chunks(size) {
+        framing.push(piece);
+        loop {
+            match framing.next_event() {
+                Ok(Some(event)) => stream.push(event, &mut events),
+                Ok(None) => break,
+                Err(_) => {
+                    corrupt = true;
+                    break 'pieces;
+                }
+            }
+        }
+    }
+    if !corrupt {
+        match framing.rest() {
+            Ok(Some(rest)) => stream.push(rest, &mut events),
+            Ok(None) => {}
+            Err(_) => corrupt = true,
+        }
+    }
+    stream.finish(&mut events);
+    Ok(Fed {
+        events,
+        usage: stream.usage(),
+        corrupt,
+    })
+}
