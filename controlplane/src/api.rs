@@ -354,7 +354,18 @@ async fn ready(State(app): State<Arc<App>>) -> Response {
     }
 }
 
-async fn metrics(State(app): State<Arc<App>>) -> Response {
+async fn metrics(State(app): State<Arc<App>>, headers: axum::http::HeaderMap) -> Response {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let token = app.config.metrics_token.as_deref();
+    if !portcullis_shared::metrics_access::allowed(crate::peer::current(), authorization, token) {
+        let err = ConnectError::new(
+            Code::PermissionDenied,
+            portcullis_shared::metrics_access::REFUSED,
+        );
+        return connect_response(&err, "");
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         app.metrics.render(),
@@ -386,10 +397,11 @@ async fn dispatch(
     .await
 }
 
-/// A request body: as sent on the Connect route, or assembled by another route (REST).
+/// A request body: as sent on the Connect route, or assembled by another route (REST) from
+/// what it reads once the caller is authenticated (the future runs only then).
 pub enum Input {
     Connect(Body),
-    Built(ApiResult<Bytes>),
+    Built(futures_util::future::BoxFuture<'static, ApiResult<Bytes>>),
 }
 
 /// Authenticates one HTTP call, runs its operation through the core, and answers it: the
@@ -455,7 +467,7 @@ async fn admit(
     let principal = Arc::new(auth::authenticate(&app.store, headers, access).await?);
     let body = match input {
         Input::Connect(body) => read_body(body).await?,
-        Input::Built(body) => body?,
+        Input::Built(body) => body.await?,
     };
     Ok((principal, body))
 }

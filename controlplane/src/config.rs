@@ -14,6 +14,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Holds the SQLite database, `admin.key` and `master.key`.
     pub data_dir: PathBuf,
+    /// PEM certificate chain and key for HTTPS; plain HTTP when absent.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     /// `postgres://…` to use PostgreSQL; SQLite in the data dir otherwise.
     pub database_url: Option<String>,
     /// Base64 of 32 bytes; otherwise `master.key` in the data dir (created on first start).
@@ -26,6 +29,8 @@ pub struct Config {
     /// Whether tool connections may run local commands (stdio) on the gateways; off unless
     /// asked for, since such a command runs on every gateway host.
     pub allow_stdio_tools: bool,
+    /// Bearer token `/metrics` asks for; without one, only callers on this host are answered.
+    pub metrics_token: Option<String>,
     /// Days audit events are kept.
     pub audit_retention_days: u32,
     /// Connections held at once; past it new ones are closed on accept.
@@ -71,11 +76,14 @@ impl Default for Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
             data_dir: PathBuf::from(".portcullis"),
+            tls_cert: None,
+            tls_key: None,
             database_url: None,
             master_key: None,
             allow_private_webhook_targets: false,
             allow_private_targets: false,
             allow_stdio_tools: false,
+            metrics_token: None,
             audit_retention_days: 30,
             max_connections: 10_000,
             max_connections_per_ip: 1_000,
@@ -90,7 +98,10 @@ impl Default for Config {
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
-const ENV_KEYS: [&str; 16] = [
+const ENV_KEYS: [&str; 19] = [
+    "tls_cert",
+    "tls_key",
+    "metrics_token",
     "max_connections",
     "max_connections_per_ip",
     "catalog_dir",

@@ -93,6 +93,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         }
     }
     let bootstrap = bootstrap::ensure(&store, &config.data_dir).await?;
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(server::tls(cert, key)?),
+        (None, None) => None,
+        _ => anyhow::bail!("tls_cert and tls_key go together: give both or neither"),
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -110,7 +116,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             .public_url
             .clone()
             .map(|u| u.trim_end_matches('/').to_string())
-            .unwrap_or_else(|| format!("http://{addr}")),
+            .unwrap_or_else(|| format!("{scheme}://{addr}")),
         config,
         webhooks: hooks,
         oauth,
@@ -127,11 +133,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         app.webhooks.wake.clone(),
     );
     let router = api::router(app.clone()).layer(axum::middleware::from_fn(peer::scope));
-    let limit = portcullis_shared::conn_limit::ConnLimit::new(
+    let gate = portcullis_shared::conn_limit::Gate::new(
         app.config.max_connections,
         app.config.max_connections_per_ip,
     );
-    let task = tokio::spawn(server::serve(listener, router, limit, stop));
+    let task = tokio::spawn(server::serve(listener, router, tls, gate, stop));
     tracing::info!(%addr, backend = ?app.store.backend(), "listening");
     Ok(Running {
         addr,

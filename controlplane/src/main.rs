@@ -30,6 +30,14 @@ struct Args {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
+    /// PEM certificate chain for HTTPS (with --tls-key).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_key: Option<PathBuf>,
     /// PostgreSQL URL; SQLite in the data dir when omitted.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -155,6 +155,19 @@ pub fn clip(value: &str) -> String {
     }
 }
 
+/// The origin (scheme, host, port) of the `url` field of a JSON configuration, if it has one.
+pub fn config_origin(config: &serde_json::Value, field: &str) -> Option<String> {
+    let url = url::Url::parse(config.get(field)?.as_str()?).ok()?;
+    Some(url.origin().ascii_serialization())
+}
+
+/// Whether a configuration's destination moved away from its origin (to another, or to none):
+/// its stored credentials were given for the old one and must not follow it (issue 38, L4).
+pub fn origin_moved(old: &serde_json::Value, new: &serde_json::Value, field: &str) -> bool {
+    let old = config_origin(old, field);
+    old.is_some() && old != config_origin(new, field)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

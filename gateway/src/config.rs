@@ -24,8 +24,13 @@ pub struct Config {
     /// PEM certificate chain and key for TLS; plain HTTP when absent.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// Bearer token `/metrics` asks for; without one, only callers on this host are answered.
+    pub metrics_token: Option<String>,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Request bodies all requests in flight may hold at once, in bytes; past it a request
+    /// waits briefly for room, then is refused (503 `overloaded`).
+    pub max_in_flight_body_bytes: usize,
     /// Seconds to wait for an upstream's response headers.
     pub upstream_timeout_secs: u64,
     /// Seconds in-flight requests get to finish on shutdown.
@@ -82,7 +87,9 @@ impl Default for Config {
             public_url: None,
             tls_cert: None,
             tls_key: None,
+            metrics_token: None,
             max_body_bytes: 16 * 1024 * 1024,
+            max_in_flight_body_bytes: 64 * 1024 * 1024,
             upstream_timeout_secs: 300,
             shutdown_grace_secs: 30,
             max_connections: 10_000,
@@ -100,7 +107,9 @@ impl Default for Config {
     }
 }
 
-const ENV_KEYS: [&str; 21] = [
+const ENV_KEYS: [&str; 23] = [
+    "metrics_token",
+    "max_in_flight_body_bytes",
     "max_connections",
     "max_connections_per_ip",
     "allow_stdio_tools",

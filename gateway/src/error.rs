@@ -123,6 +123,9 @@ pub enum GatewayError {
     TooLarge(usize),
     #[error("the gateway has no configuration yet; retry shortly")]
     NotReady,
+    /// The gateway holds as much as it may (request bodies in flight).
+    #[error("{0}")]
+    Overloaded(String),
     /// The gateway has not reached its control plane for longer than `max_policy_age_secs`,
     /// so its rules may be out of date: it refuses rather than decide on them.
     #[error("the gateway's policy is stale: it has not reached its control plane for {0} s")]
@@ -160,9 +163,8 @@ pub enum GatewayError {
 impl GatewayError {
     pub fn status(&self) -> u16 {
         match self {
-            GatewayError::BadRequest(_)
-            | GatewayError::Unsupported(_)
-            | GatewayError::TooLarge(_) => 400,
+            GatewayError::BadRequest(_) | GatewayError::Unsupported(_) => 400,
+            GatewayError::TooLarge(_) => 413,
             GatewayError::Unauthenticated(_) | GatewayError::CredentialRequired(_) => 401,
             // The issuer's keys could not be fetched: not the caller's fault, worth a retry.
             GatewayError::ActAsRefused {
@@ -179,6 +181,7 @@ impl GatewayError {
             GatewayError::NotFound(_) | GatewayError::ModelNotFound(_) => 404,
             GatewayError::Upstream(_) => 502,
             GatewayError::NotReady
+            | GatewayError::Overloaded(_)
             | GatewayError::PolicyStale(_)
             | GatewayError::QuotaUnavailable(_) => 503,
             GatewayError::UpstreamTimeout(_) => 504,
@@ -220,6 +223,7 @@ impl GatewayError {
             GatewayError::ModelNotFound(_) => ("invalid_request_error", "model_not_found"),
             GatewayError::TooLarge(_) => ("invalid_request_error", "request_too_large"),
             GatewayError::NotReady => ("server_error", "not_ready"),
+            GatewayError::Overloaded(_) => ("server_error", "overloaded"),
             GatewayError::PolicyStale(_) => ("server_error", "policy_stale"),
             GatewayError::Upstream(_) => ("upstream_error", "upstream_failed"),
             GatewayError::UpstreamTimeout(_) => ("upstream_error", "upstream_timeout"),

@@ -17,6 +17,8 @@ pub mod config;
 pub mod error;
 #[cfg(test)]
 mod fuzz;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod guard;
 pub mod interactive;
 pub mod llm;
@@ -73,6 +75,8 @@ pub struct Gateway {
     pub cloud: Cloud,
     /// Since when (Unix ms) the snapshot sync has been failing; 0 while it succeeds.
     pub sync_failing_since: std::sync::atomic::AtomicI64,
+    /// Request bodies held at once, in all.
+    pub body_budget: body::Budget,
 }
 
 /// The gateway's own AWS and Google identities, loaded at first use.
@@ -95,6 +99,7 @@ impl Gateway {
     pub fn new(config: Config) -> Self {
         Gateway {
             lkg: LastKnownGood::new(&config.data_dir, &config.token),
+            body_budget: body::Budget::new(config.max_in_flight_body_bytes),
             config,
             snapshot: ArcSwapOption::empty(),
             runtime: snapshot::Runtime::default(),
@@ -294,11 +299,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         stop: stop_rx.clone(),
         grace,
         in_flight: gateway.in_flight.clone(),
-        limit: portcullis_shared::conn_limit::ConnLimit::new(
+        gate: portcullis_shared::conn_limit::Gate::new(
             gateway.config.max_connections,
             gateway.config.max_connections_per_ip,
         ),
-        log: Arc::default(),
     };
     let workers = server::spawn_workers(sockets, tls, shared).context("starting worker threads")?;
     tokio::spawn(spend::seed::run(gateway.clone(), stop_rx.clone()));

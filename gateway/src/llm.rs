@@ -9,7 +9,7 @@
 pub mod api;
 mod call;
 mod credential;
-mod framing;
+pub(crate) mod framing;
 mod guard;
 mod members;
 mod plan;
@@ -56,7 +56,9 @@ async fn serve_call<'g>(
     api: InboundApi,
     record: &mut CallRecord<'g, '_, '_>,
 ) -> Result<(), GatewayError> {
-    let raw = crate::body::read(session, gw.config.max_body_bytes).await?;
+    // The body's share of the in-flight budget is held until the answer is written.
+    let (raw, _held) =
+        crate::body::read(session, gw.config.max_body_bytes, &gw.body_budget).await?;
     let mut inbound = Inbound::parse(api, raw, &session.req_header().headers)?;
     record.named(&inbound.model, inbound.stream);
     let (target, slot) = rc

@@ -28,7 +28,7 @@ pub async fn handle(
     session: &mut Session,
     rc: &RequestCtx<'_>,
 ) -> Result<(), GatewayError> {
-    let raw = crate::body::read(session, gw.config.max_body_bytes)
+    let (raw, _held) = crate::body::read(session, gw.config.max_body_bytes, &gw.body_budget)
         .await
         .inspect_err(|e| record_failure(gw, rc, "", -32600, &e.to_string()))?;
     let (method, id, outcome) = match jsonrpc::parse(&raw) {

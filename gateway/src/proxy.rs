@@ -232,8 +232,28 @@ async fn dispatch(
         }
         Route::Health => return plain(session, 200, "ok", "text/plain", request_id).await,
         Route::Metrics => {
+            let peer = session
+                .client_addr()
+                .and_then(|a| a.as_inet())
+                .map(|a| a.ip());
+            let authorization = session
+                .req_header()
+                .headers
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
+            let token = gw.config.metrics_token.as_deref();
+            if !portcullis_shared::metrics_access::allowed(peer, authorization, token) {
+                return Err(GatewayError::Forbidden(
+                    portcullis_shared::metrics_access::REFUSED.into(),
+                ));
+            }
             let mut text = gw.metrics.render(gw.current().map(|s| s.revision));
             gw.audit.render_metrics(&mut text);
+            text.push_str("# TYPE portcullis_gateway_request_body_bytes_held gauge\n");
+            text.push_str(&format!(
+                "portcullis_gateway_request_body_bytes_held {}\n",
+                gw.body_budget.held_bytes()
+            ));
             return plain(session, 200, &text, "text/plain; version=0.0.4", request_id).await;
         }
         Route::NotFound => {

@@ -5,7 +5,7 @@
 //! ([`coalesced`]), then pingora's HTTP server session handles the connection. On
 //! shutdown each worker stops accepting, tells pingora to end keep-alive, and waits for its
 //! in-flight requests up to the grace period. Connections are bounded in all and per client
-//! address ([`ConnLimit`]); a request's header must arrive within [`HEADER_READ`] of the
+//! address ([`Gate`]); a request's header must arrive within [`HEADER_READ`] of the
 //! connection (or of the previous response, after [`IDLE_KEEPALIVE`] idle at most).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,13 +15,13 @@ use std::time::Duration;
 use pingora::apps::ServerApp;
 use pingora::listeners::tls::TlsSettings;
 use pingora::protocols::l4::stream::Stream as L4Stream;
-use pingora::protocols::Stream;
+use pingora::protocols::{GetSocketDigest, SocketDigest, Stream};
 use std::net::SocketAddr;
 
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Notify};
 
-use portcullis_shared::conn_limit::{AcceptLog, ConnLimit, ACCEPT_ERROR_PAUSE};
+use portcullis_shared::conn_limit::Gate;
 
 use crate::proxy::Phases;
 
@@ -93,8 +93,7 @@ pub struct Shared {
     pub stop: watch::Receiver<bool>,
     pub grace: Duration,
     pub in_flight: Arc<AtomicUsize>,
-    pub limit: Arc<ConnLimit>,
-    pub log: Arc<AcceptLog>,
+    pub gate: Arc<Gate>,
 }
 
 /// Starts one worker thread per socket; each returns when `stop` flips and it has drained.
@@ -131,36 +130,25 @@ pub async fn serve(listener: TcpListener, tls: Option<Tls>, shared: Shared) {
         mut stop,
         grace,
         in_flight,
-        limit,
-        log,
+        gate,
     } = shared;
     let (shutdown, shutdown_watch) = watch::channel(false);
     let live = Arc::new(Live::default());
     let tls = tls.map(|t| t.0);
     loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
+        let (tcp, _peer, admitted) = tokio::select! {
+            a = gate.accept(&listener) => a,
             _ = stop.wait_for(|s| *s) => break,
         };
-        let (tcp, peer) = match accepted {
-            Ok(pair) => pair,
-            Err(e) => {
-                log.error(&e);
-                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
-                continue;
-            }
-        };
-        let Some(admitted) = limit.admit(peer.ip()) else {
-            log.refused(peer.ip());
-            continue;
-        };
-        let _ = tcp.set_nodelay(true);
         live.count.fetch_add(1, Ordering::AcqRel);
         let guard = Guard(live.clone());
         let (app, tls, shutdown_watch) = (app.clone(), tls.clone(), shutdown_watch.clone());
         tokio::spawn(async move {
             let (_guard, _admitted) = (guard, admitted);
-            let l4: L4Stream = tcp.into();
+            // The peer's address for `client_addr` (read from the socket only when asked).
+            let digest = SocketDigest::from_raw_fd(std::os::fd::AsRawFd::as_raw_fd(&tcp));
+            let mut l4: L4Stream = tcp.into();
+            l4.set_socket_digest(digest);
             let stream: Stream = match tls {
                 None => Box::new(Coalesced::new(l4)),
                 Some(acceptor) => match acceptor.tls_handshake(l4).await {

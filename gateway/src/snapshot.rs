@@ -269,6 +269,10 @@ pub struct ModelEntry {
     pub filter_window: usize,
     /// Which shared OAuth grant the model's calls use (see [`SnapModel::oauth_grant`]).
     pub oauth_grant: Option<i64>,
+    /// `anthropic-beta` values callers may pass through (`provider_config.anthropic_betas`).
+    pub anthropic_betas: Vec<String>,
+    /// Anthropic server tool types callers may pass through (`provider_config.server_tools`).
+    pub server_tools: Vec<String>,
 }
 
 /// Where a model's calls go, and in which dialect.

@@ -111,6 +111,44 @@ impl AcceptLog {
 /// After an accept error the loop pauses this long (out of descriptors: let some close).
 pub const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
+/// One server's door: its bounds and its accept log, shared by its accept loops.
+pub struct Gate {
+    limit: Arc<ConnLimit>,
+    log: AcceptLog,
+}
+
+impl Gate {
+    pub fn new(max_total: usize, max_per_ip: usize) -> Arc<Self> {
+        Arc::new(Self {
+            limit: ConnLimit::new(max_total, max_per_ip),
+            log: AcceptLog::default(),
+        })
+    }
+
+    /// The next connection within the bounds (Nagle off): an accept error is logged and
+    /// paused after, a connection over a bound closed at once. Cancel-safe.
+    pub async fn accept(
+        &self,
+        listener: &tokio::net::TcpListener,
+    ) -> (tokio::net::TcpStream, std::net::SocketAddr, Admitted) {
+        loop {
+            match listener.accept().await {
+                Err(e) => {
+                    self.log.error(&e);
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                }
+                Ok((tcp, peer)) => match self.limit.admit(peer.ip()) {
+                    Some(admitted) => {
+                        let _ = tcp.set_nodelay(true);
+                        return (tcp, peer, admitted);
+                    }
+                    None => self.log.refused(peer.ip()),
+                },
+            }
+        }
+    }
+}
+
 /// Raises this process's open-file limit to its hard limit, so that the connection bounds,
 /// not the descriptor limit, decide when connections are refused. Returns the limit in force.
 pub fn raise_open_files() -> u64 {

@@ -15,6 +15,7 @@ pub mod guard;
 pub mod jsonrpc;
 pub mod keys;
 pub mod mcp_client;
+pub mod metrics_access;
 pub mod policy;
 pub mod prices;
 pub mod private_files;

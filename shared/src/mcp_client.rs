@@ -246,11 +246,17 @@ impl HttpSession {
     }
 }
 
+/// Reads a JSON answer of at most [`sse::MAX_EVENT_BYTES`], the bound of one message either way.
 async fn read_json(response: reqwest::Response) -> Result<Value, UpstreamError> {
-    let bytes = response
-        .bytes()
+    let bytes = crate::egress::read_capped(response, sse::MAX_EVENT_BYTES)
         .await
-        .map_err(|_| UpstreamError::Transport("the upstream's answer broke off".into()))?;
+        .map_err(|e| match e {
+            crate::egress::EgressError::TooLarge(_) => UpstreamError::Transport(format!(
+                "the upstream's answer is larger than {} bytes",
+                sse::MAX_EVENT_BYTES
+            )),
+            _ => UpstreamError::Transport("the upstream's answer broke off".into()),
+        })?;
     serde_json::from_slice(&bytes)
         .map_err(|_| UpstreamError::Transport("the upstream's answer is not JSON".into()))
 }
@@ -282,7 +288,10 @@ async fn read_sse(
                 ))
             }
         }
-        while let Some((event, end)) = events.next_event() {
+        while let Some((event, end)) = events
+            .next_event()
+            .map_err(|e| UpstreamError::Transport(e.to_string()))?
+        {
             let data = sse::data(&event[..end]);
             let Ok(message) = serde_json::from_str::<Value>(&data) else {
                 continue;

@@ -246,6 +246,8 @@ impl FakeLlm {
             .route("/model/{*call}", post(bedrock))
             .route("/token", post(google_token))
             .route("/", post(sts))
+            // Providers take prompts far larger than axum's default 2 MB.
+            .layer(axum::extract::DefaultBodyLimit::max(32 * 1024 * 1024))
             .with_state(shared.clone())
             .merge(crate::fake_mcp::stateless_router())
             .merge(crate::receiver::counting_router());

@@ -157,9 +157,15 @@ async fn update(
         ensure_model_name_free(tx.conn(), &ws, &name).await?;
         row.name = name;
     }
+    let mut moved = false;
     if let Some(config) = req.provider_config {
         rules::check_provider_config(provider, &config)?;
-        row.provider_config = serde_json::Value::Object(config).to_string();
+        let stored: serde_json::Value =
+            serde_json::from_str(&row.provider_config).unwrap_or_default();
+        let config = serde_json::Value::Object(config);
+        // Credentials given for one endpoint never follow the model to another.
+        moved = validate::origin_moved(&stored, &config, "base_url");
+        row.provider_config = config.to_string();
     }
 
     let current_method =
@@ -172,6 +178,26 @@ async fn update(
         req.credential_type,
     )?;
     let auth_changed = (method, ctype) != (current_method, current_type);
+    if moved {
+        let to_somewhere = validate::config_origin(
+            &serde_json::from_str(&row.provider_config).unwrap_or_default(),
+            "base_url",
+        )
+        .is_some();
+        if to_somewhere
+            && method == AuthMethod::ApiKey
+            && ctype == CredentialType::Shared
+            && !req.secret_values_provided
+            && super::tools::has_shared_secrets(tx.conn(), Owner::Model, &row.id).await?
+        {
+            return Err(invalid(
+                "provider_config.base_url moves this model to another origin: its stored key \
+                 was given for the old one; send secret_values again",
+            ));
+        }
+        credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
+        credentials::delete_all(tx.conn(), Owner::ModelOAuthClient, &row.id).await?;
+    }
     if auth_changed {
         // Switching how the upstream is authenticated deletes the stored credential.
         credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;

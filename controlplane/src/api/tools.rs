@@ -42,6 +42,13 @@ fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".into())
 }
 
+/// Whether a connection or model holds a shared credential.
+pub(super) async fn has_shared_secrets(conn: &mut Conn, owner: Owner, id: &str) -> ApiResult<bool> {
+    Ok(credentials::shared_keys(conn, owner, id)
+        .await?
+        .is_some_and(|keys| !keys.is_empty()))
+}
+
 /// Fails with `already_exists` when the workspace has a tool connection of this name.
 async fn name_free(conn: &mut Conn, ws: &str, name: &str) -> ApiResult<()> {
     match tools::by_name(conn, ws, name).await? {
@@ -244,13 +251,28 @@ async fn update(
     let (method, ctype) =
         super::models::updated_auth(current, req.auth_method, req.credential_type)?;
     let auth_changed = (method, ctype) != current;
+    let stored_config: Value = serde_json::from_str(&row.protocol_config).unwrap_or_default();
+    // Credentials given for one server never follow its connection to another.
+    let moved = validate::origin_moved(&stored_config, &config.to_value(), "url");
     let new_secrets = req.secret_values.filter(|s| !s.is_empty());
+    if moved
+        && validate::config_origin(&config.to_value(), "url").is_some()
+        && method == AuthMethod::ApiKey
+        && ctype == CredentialType::Shared
+        && new_secrets.is_none()
+        && has_shared_secrets(tx.conn(), Owner::Tool, &row.id).await?
+    {
+        return Err(invalid(
+            "protocol_config.url moves this connection to another origin: its stored secrets \
+             were given for the old one; send secret_values again",
+        ));
+    }
     if let Some(s) = &new_secrets {
         rules::check_secrets(method, ctype, s)?;
     }
     let keys: Vec<String> = match &new_secrets {
         Some(s) => s.keys().cloned().collect(),
-        None if auth_changed => Vec::new(),
+        None if auth_changed || moved => Vec::new(),
         None => credentials::shared_keys(tx.conn(), Owner::Tool, &row.id)
             .await?
             .unwrap_or_default(),
@@ -265,9 +287,9 @@ async fn update(
     } else if method != AuthMethod::OAuth {
         row.auth_config = "{}".into();
     }
-    if auth_changed {
+    if auth_changed || moved {
         credentials::delete_all(tx.conn(), Owner::Tool, &row.id).await?;
-        if method != AuthMethod::OAuth {
+        if moved || method != AuthMethod::OAuth {
             credentials::delete_all(tx.conn(), Owner::ToolOAuthClient, &row.id).await?;
         }
     }

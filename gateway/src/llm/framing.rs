@@ -30,9 +30,10 @@ impl Framing {
     /// The next whole event, `None` until more bytes arrive, or why the stream is unreadable.
     pub fn next_event(&mut self) -> Result<Option<UpstreamEvent>, String> {
         match self {
-            Framing::Sse(e) => Ok(e
+            Framing::Sse(e) => e
                 .next_event()
-                .map(|(event, _)| UpstreamEvent::Sse(event.freeze()))),
+                .map(|e| e.map(|(event, _)| UpstreamEvent::Sse(event.freeze())))
+                .map_err(|e| e.to_string()),
             Framing::Aws(d) => d
                 .next_event()
                 .map(|e| e.map(UpstreamEvent::Aws))

@@ -1,6 +1,8 @@
 //! One member, ready to call: where the request goes, in which dialect, with which headers
 //! and body. A member that cannot take the request says why, and the next one is tried.
 
+mod extensions;
+
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
@@ -96,8 +98,12 @@ pub fn plan(
         plan.headers
             .push((HeaderName::from_static("anthropic-version"), version));
         if let Some(beta) = inbound.anthropic_beta.clone().filter(|_| passing) {
+            extensions::check_betas(model, &beta)?;
             plan.headers
                 .push((HeaderName::from_static("anthropic-beta"), beta));
+        }
+        if passing {
+            extensions::check_server_tools(model, &inbound.body)?;
         }
     }
     Ok(plan)

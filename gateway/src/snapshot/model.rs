@@ -39,6 +39,8 @@ pub fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, Strin
         health: runtime.health(&m.connection_id),
         filter_window: filter_window(m.filter_window_bytes, m.filter_window_tokens),
         oauth_grant: m.oauth_grant,
+        anthropic_betas: config.names("anthropic_betas"),
+        server_tools: config.names("server_tools"),
     })
 }
 
@@ -52,6 +54,21 @@ pub fn filter_window(bytes: u64, tokens: u64) -> usize {
 struct Config<'a>(&'a SnapModel);
 
 impl Config<'_> {
+    /// An array of names (an allow list); none when absent.
+    fn names(&self, key: &str) -> Vec<String> {
+        self.0
+            .provider_config
+            .get(key)
+            .and_then(|v| v.as_array())
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|n| n.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn text(&self, key: &str) -> Option<&str> {
         self.0
             .provider_config

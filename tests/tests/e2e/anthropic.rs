@@ -550,3 +550,68 @@ async fn custom_forwards_the_request_untouched() {
         "the caller's body as sent"
     );
 }
+
+/// Issue 38, L5: `anthropic-beta` values and server tools reach an Anthropic model only when
+/// its connection lists them; otherwise the call is refused, naming what was asked, and nothing
+/// is sent upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn betas_and_server_tools_pass_only_when_the_model_lists_them() {
+    let w = both().await;
+    let send = |beta: Option<&'static str>, body: Value| {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}/v1/messages", anthropic_base(&w)))
+            .header("x-api-key", &w.key)
+            .header("anthropic-version", "2023-06-01")
+            .json(&body);
+        if let Some(b) = beta {
+            request = request.header("anthropic-beta", b);
+        }
+        http(request)
+    };
+    let plain = json!({"model": "claude", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]});
+    let mut searching = plain.clone();
+    searching["tools"] = json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 1},
+        {"name": "lookup", "input_schema": {"type": "object"}}]);
+    let before = w.fake.requests_to("/v1/messages").len();
+    let r = send(Some("computer-use-2025-01-24"), plain.clone()).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(
+        r.text.contains("computer-use-2025-01-24") && r.text.contains("anthropic_betas"),
+        "{}",
+        r.text
+    );
+    let r = send(None, searching.clone()).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.text.contains("web_search_20250305"), "{}", r.text);
+    assert_eq!(
+        w.fake.requests_to("/v1/messages").len(),
+        before,
+        "nothing reached the model"
+    );
+
+    let id =
+        w.cp.ok(MGMT, "ListLLMModelConnections", w.cp.body(json!({})))
+            .await["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "claude")
+            .unwrap()["connection_id"]
+            .clone();
+    w.cp.ok(MGMT, "UpdateLLMModelConnection", w.cp.body(json!({"connection_id": id,
+        "provider_config": {"model": CLAUDE, "base_url": w.fake.anthropic_base_url(),
+            "anthropic_betas": ["computer-use-2025-01-24"], "server_tools": ["web_search_20250305"]}})))
+        .await;
+    w.cp.call(MGMT, "UpdateLLMModelConnection", w.cp.body(json!({"connection_id": id,
+        "provider_config": {"model": CLAUDE, "base_url": w.fake.anthropic_base_url(), "server_tools": ["web search"]}})))
+        .await
+        .expect_error("invalid_argument", 400)
+        .mentions("server_tools");
+    w.gw.caught_up(&w.cp).await;
+    let r = send(Some("computer-use-2025-01-24"), searching).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let sent = w.fake.requests_to("/v1/messages");
+    let last = sent.last().unwrap();
+    assert_eq!(last.headers["anthropic-beta"], "computer-use-2025-01-24");
+    assert_eq!(last.body["tools"][0]["type"], "web_search_20250305");
+}

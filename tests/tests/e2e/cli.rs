@@ -58,24 +58,26 @@ pub(crate) async fn as_admin(
     cli(dir, &env, &args).await
 }
 
+/// What a first start printed once it said where the admin key is, and the key in `data_dir`.
+async fn announced(process: &Spawned, data_dir: &Path) -> (String, String) {
+    let mut logs = String::new();
+    for _ in 0..400 {
+        logs = process.logs();
+        if logs.contains("reads it from there") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let key = std::fs::read_to_string(data_dir.join("admin.key")).unwrap();
+    (logs, key.trim().to_string())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_key_is_printed_once() {
     let dir = tempfile::tempdir().unwrap();
     let mut first = up(dir.path());
     first.wait_listening("portcullis up").await;
-    let key_path = dir.path().join(".portcullis/admin.key");
-    let mut logs = String::new();
-    for _ in 0..200 {
-        logs = first.logs();
-        if logs.contains("portcullis command reads it") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let key = std::fs::read_to_string(&key_path)
-        .unwrap()
-        .trim()
-        .to_string();
+    let (logs, key) = announced(&first, &dir.path().join(".portcullis")).await;
     assert!(key.starts_with("svc_pk_"));
     assert!(
         logs.contains("admin.key") && logs.contains("not a terminal"),
@@ -118,19 +120,7 @@ async fn the_admin_key_is_printed_once() {
     let mut on_tty = Command::new("script");
     on_tty.args(["-qefc", &command, "/dev/null"]);
     let mut shown = Spawned::spawn(on_tty);
-    let key_path = data.join("admin.key");
-    let mut logs = String::new();
-    for _ in 0..400 {
-        logs = shown.logs();
-        if logs.contains("reads it from there") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let key = std::fs::read_to_string(&key_path)
-        .unwrap()
-        .trim()
-        .to_string();
+    let (logs, key) = announced(&shown, &data).await;
     assert!(
         logs.contains(&format!("Admin platform key (shown once): {key}")),
         "{logs}"

@@ -98,7 +98,7 @@ async fn refusals_in_the_openai_error_shape() {
     let r = w.chat_as(Some(&w.key), &gw, huge).await;
     assert_eq!(
         (r.status, r.body["error"]["code"].as_str()),
-        (400, Some("request_too_large")),
+        (413, Some("request_too_large")),
         "{}",
         &r.text[..r.text.len().min(300)]
     );

@@ -38,7 +38,70 @@ on_both_backends!(
     switching_auth_method_deletes_the_credential,
     delete_detaches_and_deletes_credentials,
     oauth_connect_and_disconnect_validate_auth_method,
+    a_key_never_follows_the_model_to_another_origin,
 );
+
+/// Issue 38, L4: a model's stored key was given for its endpoint; pointing the model at
+/// another origin needs the key again, and a refused move changes nothing.
+async fn a_key_never_follows_the_model_to_another_origin(cp: &ControlPlane) {
+    let model = create_model(
+        cp,
+        json!({"name": "moving", "provider": "openai", "provider_config": {"model": "gpt-4o", "base_url": "https://proxy.example.com/v1"},
+               "secret_values": {"Authorization": "Bearer sk-origin-1"}}),
+    )
+    .await;
+    let update = |config: Value, secrets: Option<Value>| {
+        let mut body = json!({"connection_id": id(&model), "provider_config": config});
+        if let Some(s) = secrets {
+            body["secret_values"] = s;
+            body["secret_values_provided"] = json!(true);
+        }
+        cp.body(body)
+    };
+    let same_origin = json!({"model": "gpt-4o", "base_url": "https://proxy.example.com/v2"});
+    cp.ok(MGMT, "UpdateLLMModelConnection", update(same_origin, None))
+        .await;
+    assert_eq!(get_model(cp, &id(&model)).await["has_credential"], true);
+
+    let elsewhere = json!({"model": "gpt-4o", "base_url": "https://collector.example/v1"});
+    cp.call(
+        MGMT,
+        "UpdateLLMModelConnection",
+        update(elsewhere.clone(), None),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("secret_values again");
+    let kept = get_model(cp, &id(&model)).await;
+    assert_eq!(
+        kept["provider_config"]["base_url"],
+        "https://proxy.example.com/v2"
+    );
+    assert_eq!(
+        kept["has_credential"], true,
+        "a refused move changes nothing"
+    );
+    let moved = cp
+        .ok(
+            MGMT,
+            "UpdateLLMModelConnection",
+            update(
+                elsewhere,
+                Some(json!({"Authorization": "Bearer sk-origin-2"})),
+            ),
+        )
+        .await;
+    assert_eq!(moved["model"]["has_credential"], true);
+    assert!(
+        cp.db_strings(
+            "SELECT owner_id FROM credentials WHERE owner_id = $1",
+            &id(&model)
+        )
+        .await
+        .len()
+            <= 1
+    );
+}
 
 async fn create_get_list_and_names_unique(cp: &ControlPlane) {
     let model = create_model(

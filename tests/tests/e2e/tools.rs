@@ -259,7 +259,7 @@ async fn update_follows_the_spec_rules(cp: &ControlPlane) {
     let id = tid(&t);
     // Empty auth fields and name keep theirs; protocol_config, classifications and write_tools are overwritten.
     let u = cp.ok(MGMT, "UpdateMCPServerConnection", cp.body(json!({"connection_id": id, "protocol": "streamable-http", "auth_method": "", "credential_type": "", "name": "",
-        "protocol_config": {"url": "http://127.0.0.1:2/mcp", "headers": [{"name": "X-B", "source": "literal", "value": "2"}]}}))).await["tool"].clone();
+        "protocol_config": {"url": "http://127.0.0.1:1/v2/mcp", "headers": [{"name": "X-B", "source": "literal", "value": "2"}]}}))).await["tool"].clone();
     assert_eq!(u["name"], "t");
     assert_eq!(
         u["protocol_config"]["headers"],
@@ -273,8 +273,28 @@ async fn update_follows_the_spec_rules(cp: &ControlPlane) {
     );
     assert_eq!(
         u["has_credential"], true,
-        "the credential stays while auth does not change"
+        "the credential stays while auth and origin do not change"
     );
+    // Credentials given for one server never follow the connection to another (L4).
+    cp.call(
+        MGMT,
+        "UpdateMCPServerConnection",
+        cp.body(json!({"connection_id": id,
+        "protocol_config": {"url": "https://collector.example/mcp"}})),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("secret_values again");
+    let moved = cp.ok(MGMT, "UpdateMCPServerConnection", cp.body(json!({"connection_id": id,
+        "protocol_config": {"url": "https://collector.example/mcp"}, "secret_values": {"k2": "secret-value-2"}}))).await["tool"].clone();
+    assert_eq!(
+        moved["secret_keys"],
+        json!(["k2"]),
+        "only what was sent for the new origin"
+    );
+    let back = cp.ok(MGMT, "UpdateMCPServerConnection", cp.body(json!({"connection_id": id,
+        "protocol_config": {"url": "http://127.0.0.1:1/mcp"}, "secret_values": {"k": "secret-value-1"}}))).await["tool"].clone();
+    assert_eq!(back["has_credential"], true);
     let u = cp
         .ok(
             MGMT,
@@ -441,17 +461,18 @@ async fn rest_variant(cp: &ControlPlane) {
         .await
         .unwrap();
     assert_eq!(got["tool"]["name"], "rest-made");
-    let patched: Value = http_client
+    let patched = http_client
         .patch(format!("{}/v1/tools/{id}", cp.url))
         .header("authorization", &auth)
         .json(&cp.body(json!({"protocol": "streamable-http", "protocol_config": {"url": "http://127.0.0.1:5/mcp"}, "write_tools": ["w"]})))
         .send()
         .await
         .unwrap()
-        .json()
+        .text()
         .await
         .unwrap();
-    assert_eq!(patched["tool"]["write_tools"], json!(["w"]));
+    let patched: Value = serde_json::from_str(&patched).unwrap_or_else(|_| panic!("{patched}"));
+    assert_eq!(patched["tool"]["write_tools"], json!(["w"]), "{patched}");
     let listed: Value = http_client
         .get(format!(
             "{}/v1/tools?workspace_id={}",

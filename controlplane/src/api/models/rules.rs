@@ -23,7 +23,11 @@ const CONFIG_KEYS: &[&str] = &[
     "pricing",
     "role_arn",
     "external_id",
+    "anthropic_betas",
+    "server_tools",
 ];
+/// Most entries of an allow list in `provider_config`.
+const MAX_ALLOWED: usize = 32;
 const PRICING_KEYS: &[&str] = &[
     "input_usd_per_mtok",
     "output_usd_per_mtok",
@@ -57,6 +61,9 @@ pub fn check_provider_config(provider: &Provider, config: &Map<String, Value>) -
         text(key)?;
     }
     check_role(provider, text("role_arn")?, text("external_id")?)?;
+    for key in ["anthropic_betas", "server_tools"] {
+        allow_list(config, key)?;
+    }
     let base_url = text("base_url")?;
     if let Some(url) = base_url {
         validate::http_url("provider_config.base_url", url)?;
@@ -319,6 +326,38 @@ pub fn filter_window(bytes: u64, tokens: u64) -> ApiResult<(i64, i64)> {
     }
     // Both bounds fit in i64.
     Ok((bytes as i64, tokens as i64))
+}
+
+/// An allow list of Anthropic's request extensions (`anthropic_betas`: `anthropic-beta`
+/// values; `server_tools`: server tool types such as `web_search_20250305`) that callers may
+/// pass through to this model: an array of at most 32 names of letters, digits, `-` and `_`.
+fn allow_list(config: &Map<String, Value>, key: &str) -> ApiResult<()> {
+    let Some(value) = config.get(key).filter(|v| !v.is_null()) else {
+        return Ok(());
+    };
+    let names = value
+        .as_array()
+        .ok_or_else(|| invalid(format!("provider_config.{key} must be an array of names")))?;
+    if names.len() > MAX_ALLOWED {
+        return Err(invalid(format!(
+            "provider_config.{key} lists more than {MAX_ALLOWED} names"
+        )));
+    }
+    for name in names {
+        let ok = name.as_str().is_some_and(|n| {
+            !n.is_empty()
+                && n.len() <= 64
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        });
+        if !ok {
+            return Err(invalid(format!(
+                "provider_config.{key}: {} is not a name (letters, digits, - and _, at most 64)",
+                validate::clip(&name.to_string())
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

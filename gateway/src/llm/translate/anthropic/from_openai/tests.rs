@@ -78,7 +78,7 @@ fn the_usage_chunk_reaches_only_callers_who_asked() {
     let mut out = Vec::new();
     let mut events = crate::sse::Events::default();
     events.push(&transcript);
-    while let Some((event, _)) = events.next_event() {
+    while let Some((event, _)) = events.next_event().unwrap() {
         quiet.push(&crate::sse::data(&event), &mut out);
     }
     let text = String::from_utf8(out.concat()).unwrap();
