@@ -54,7 +54,12 @@ async fn families_through_the_python_sdk(cp: &ControlPlane) {
                 json!({"name": "things", "url": "http://127.0.0.1:9/mcp", "gateways": ["edge"],
                        "authorization": "Bearer tool-secret-xyz"}),
             ),
-            ("svc_tool_update", json!({"name": "things", "url": "http://127.0.0.1:10/mcp"})),
+            // Another origin: the stored secret does not follow; it is sent again (L4).
+            (
+                "svc_tool_update",
+                json!({"name": "things", "url": "http://127.0.0.1:10/mcp",
+                       "authorization": "Bearer tool-secret-xyz"}),
+            ),
             ("svc_model_get", json!({"name": "nope"})),
             ("svc_gateway_get", json!({"gateway": "edge"})),
         ],
