@@ -11,7 +11,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use libfuzzer_sys::fuzz_target;
 use portcullis_gateway::actas::oidc::{self, Audience, Issuers, OidcConfig};
-use portcullis_gateway::snapshot::{compile, Compiled, Runtime};
+use portcullis_gateway::snapshot::Compiled;
 
 /// An Ed25519 public key (32 bytes of 7) whose private key nobody has.
 fn public_key() -> String {
@@ -20,25 +20,7 @@ fn public_key() -> String {
 
 fn snapshot() -> &'static Compiled {
     static SNAPSHOT: OnceLock<Compiled> = OnceLock::new();
-    SNAPSHOT.get_or_init(|| {
-        let snap: portcullis_shared::snapshot::Snapshot =
-            serde_json::from_value(serde_json::json!({
-                "workspace_id": "w", "revision": 1, "deployment_id": "d",
-                "public_url": "http://gw", "generated_at": "", "models": [], "pools": [],
-                "bundles": [],
-                "gateways": [{"gateway_id": "g", "name": "default", "state": "active",
-                    "is_default": true, "all_agents": true, "agent_ids": [], "model_ids": [],
-                    "pool_ids": []}],
-                "agents": [{"agent_id": "a", "name": "bot", "status": "active",
-                    "parent_id": null, "key_hashes": [], "token_ttl_secs": 600,
-                    "actas_method": null, "actas_required": false,
-                    "actas_provider_id": null, "actas_oidc_url": null,
-                    "actas_hmac_secret": null}],
-                "token_keys": [{"kid": "k1", "x": public_key()}]
-            }))
-            .unwrap_or_else(|e| panic!("fixture: {e}"));
-        compile(&snap, &Runtime::default()).unwrap_or_else(|e| panic!("fixture: {e:?}"))
-    })
+    SNAPSHOT.get_or_init(portcullis_gateway::fuzzing::agent_token_snapshot)
 }
 
 fn oidc_config() -> &'static OidcConfig {

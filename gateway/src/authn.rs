@@ -242,32 +242,13 @@ fn admitted(agent: &AgentEntry) -> Result<&AgentEntry, GatewayError> {
 /// signature: never a panic, never an agent.
 #[cfg(test)]
 mod fuzz {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use base64::Engine;
     use proptest::prelude::*;
 
     use super::authenticate;
-    use crate::snapshot::{compile, Compiled, Runtime};
+    use crate::snapshot::Compiled;
 
     fn snapshot() -> Compiled {
-        let x = URL_SAFE_NO_PAD.encode([7u8; 32]);
-        let snap: portcullis_shared::snapshot::Snapshot =
-            serde_json::from_value(serde_json::json!({
-                "workspace_id": "w", "revision": 1, "deployment_id": "d",
-                "public_url": "http://gw", "generated_at": "", "models": [], "pools": [],
-                "bundles": [],
-                "gateways": [{"gateway_id": "g", "name": "default", "state": "active",
-                    "is_default": true, "all_agents": true, "agent_ids": [], "model_ids": [],
-                    "pool_ids": []}],
-                "agents": [{"agent_id": "a", "name": "bot", "status": "active",
-                    "parent_id": null, "key_hashes": [], "token_ttl_secs": 600,
-                    "actas_method": null, "actas_required": false,
-                    "actas_provider_id": null, "actas_oidc_url": null,
-                    "actas_hmac_secret": null}],
-                "token_keys": [{"kid": "k1", "x": x}]
-            }))
-            .unwrap_or_else(|e| panic!("fixture: {e}"));
-        compile(&snap, &Runtime::default()).unwrap_or_else(|e| panic!("fixture: {e:?}"))
+        crate::fuzzing::agent_token_snapshot()
     }
 
     fn bearer() -> impl Strategy<Value = String> {

@@ -22,7 +22,48 @@ pub fn act_as(
     header: Option<&[u8]>,
     now_secs: i64,
 ) -> Result<ActAs, GatewayError> {
-    let agent = AgentEntry {
+    match crate::actas::identify(&agent(method), header, None, now_secs)? {
+        crate::actas::Step::Done(act_as) => Ok(act_as),
+        crate::actas::Step::Oidc(_) => Err(GatewayError::Internal("an OIDC step".into())),
+    }
+}
+
+/// A snapshot whose one agent, `a`, may hold agent tokens signed by the Ed25519 key `k1`
+/// (public half 32 bytes of 7, whose private half nobody has).
+pub fn agent_token_snapshot() -> crate::snapshot::Compiled {
+    use base64::Engine;
+    let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([7u8; 32]);
+    let snap: Result<portcullis_shared::snapshot::Snapshot, _> =
+        serde_json::from_value(serde_json::json!({
+            "workspace_id": "w", "revision": 1, "deployment_id": "d",
+            "public_url": "http://gw", "generated_at": "", "models": [], "pools": [],
+            "bundles": [],
+            "gateways": [{"gateway_id": "g", "name": "default", "state": "active",
+                "is_default": true, "all_agents": true, "agent_ids": [], "model_ids": [],
+                "pool_ids": []}],
+            "agents": [{"agent_id": "a", "name": "bot", "status": "active",
+                "parent_id": null, "key_hashes": [], "token_ttl_secs": 600,
+                "actas_method": null, "actas_required": false,
+                "actas_provider_id": null, "actas_oidc_url": null,
+                "actas_hmac_secret": null}],
+            "token_keys": [{"kid": "k1", "x": x}]
+        }));
+    snap.map_err(|e| e.to_string())
+        .and_then(|s| {
+            crate::snapshot::compile(&s, &crate::snapshot::Runtime::default())
+                .map_err(|e| format!("{e:?}"))
+        })
+        .unwrap_or_else(|e| unreachable_fixture(&e))
+}
+
+#[allow(clippy::panic)] // a constant fixture; the fuzz target and unit tests rely on it
+fn unreachable_fixture(e: &str) -> crate::snapshot::Compiled {
+    panic!("the agent-token fixture does not compile: {e}")
+}
+
+/// An active agent `a` with this act-as method and [`HMAC_SECRET`].
+pub fn agent(method: Option<ActAsMethod>) -> AgentEntry {
+    AgentEntry {
         id: "a".into(),
         name: "a".into(),
         parent_id: None,
@@ -38,10 +79,6 @@ pub fn act_as(
         memo: std::sync::OnceLock::new(),
         tool_memo: std::sync::RwLock::default(),
         identity_memo: Default::default(),
-    };
-    match crate::actas::identify(&agent, header, None, now_secs)? {
-        crate::actas::Step::Done(act_as) => Ok(act_as),
-        crate::actas::Step::Oidc(_) => Err(GatewayError::Internal("an OIDC step".into())),
     }
 }
 

@@ -23,27 +23,9 @@ fn verify(agent: &AgentEntry, header: Option<&[u8]>, now: i64) -> Result<ActAs, 
 
 mod unit {
     use super::*;
-    use portcullis_shared::api::agents::AgentStatus;
-    use portcullis_shared::policy::{uid, Kind};
 
     pub(super) fn agent(method: Option<ActAsMethod>) -> AgentEntry {
-        AgentEntry {
-            id: "a".into(),
-            name: "a".into(),
-            parent_id: None,
-            status: AgentStatus::Active,
-            uid: uid(Kind::Agent, "a"),
-            policies: Vec::new(),
-            actas_method: method,
-            actas_required: false,
-            actas_hmac_secret: Some("0123456789abcdef".into()),
-            actas_oidc: None,
-            oidc_memory: Default::default(),
-            bound_keys: Default::default(),
-            memo: std::sync::OnceLock::new(),
-            tool_memo: std::sync::RwLock::default(),
-            identity_memo: Default::default(),
-        }
+        crate::fuzzing::agent(method)
     }
 
     fn signed(claims: Value, secret: &str) -> String {
