@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use portcullis_tests::controlplane::MGMT;
 use portcullis_tests::{Backend, ControlPlane, GatewayProcess};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
-use crate::world::{http, model, register_bot};
+use crate::world::{bot_calling_gpt_at, http};
 
 /// A listener that counts connections and keeps what they send.
 struct Sink {
@@ -204,20 +203,7 @@ async fn an_upstream_redirect_is_not_followed() {
         }),
     );
     let base = serve(app).await;
-    let id = model(&cp, "gpt", &format!("{base}/v1")).await;
-    let gateway_id = cp.default_gateway_id.clone();
-    cp.ok(
-        MGMT,
-        "AddGatewayModel",
-        cp.body(json!({"gateway_id": gateway_id, "connection_id": id})),
-    )
-    .await;
-    let key = register_bot(
-        &cp,
-        json!({"name": "bot", "allowed_gateway_ids": [gateway_id],
-            "allowed_direct_model_names": ["gpt"]}),
-    )
-    .await;
+    let (gateway_id, key) = bot_calling_gpt_at(&cp, &format!("{base}/v1")).await;
     let gw = GatewayProcess::start(&cp).await;
     let body = json!({"model": "gpt",
         "messages": [{"role": "user", "content": "the-secret-prompt"}]});

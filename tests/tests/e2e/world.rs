@@ -44,6 +44,25 @@ pub async fn register_bot(cp: &ControlPlane, agent: Value) -> String {
         .to_string()
 }
 
+/// Attaches `gpt` at `base_url` to the default gateway and registers `bot`, allowed to call
+/// it: the default gateway's id and a key of `bot`.
+pub async fn bot_calling_gpt_at(cp: &ControlPlane, base_url: &str) -> (String, String) {
+    let id = model(cp, "gpt", base_url).await;
+    let gateway_id = cp.default_gateway_id.clone();
+    cp.ok(
+        MGMT,
+        "AddGatewayModel",
+        cp.body(json!({"gateway_id": gateway_id, "connection_id": id})),
+    )
+    .await;
+    let key = register_bot(
+        cp,
+        json!({"name": "bot", "allowed_gateway_ids": [gateway_id], "allowed_direct_model_names": ["gpt"]}),
+    )
+    .await;
+    (gateway_id, key)
+}
+
 pub async fn world() -> World {
     world_on(Backend::Sqlite).await
 }
@@ -57,19 +76,7 @@ pub async fn world_on(backend: Backend) -> World {
 pub async fn world_with(backend: Backend, fake: FakeLlm) -> World {
     let cp = ControlPlane::start(backend).await;
     let fake = fake.start().await;
-    let id = model(&cp, "gpt", &fake.base_url()).await;
-    let gateway_id = cp.default_gateway_id.clone();
-    cp.ok(
-        MGMT,
-        "AddGatewayModel",
-        cp.body(json!({"gateway_id": gateway_id, "connection_id": id})),
-    )
-    .await;
-    let key = register_bot(
-        &cp,
-        json!({"name": "bot", "allowed_gateway_ids": [gateway_id], "allowed_direct_model_names": ["gpt"]}),
-    )
-    .await;
+    let (gateway_id, key) = bot_calling_gpt_at(&cp, &fake.base_url()).await;
     let gw = GatewayProcess::start(&cp).await;
     World {
         cp,
