@@ -20,7 +20,7 @@ mod consent;
 mod fuzz;
 mod register;
 mod resource;
-mod signin;
+pub(crate) mod signin;
 mod token;
 
 use std::sync::Arc;
@@ -131,7 +131,7 @@ fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
 }
 
 /// A fresh secret value: 43 base62 characters (256 bits).
-fn random_token() -> String {
+pub(crate) fn random_token() -> String {
     Alphanumeric.sample_string(&mut rand::rngs::OsRng, 43)
 }
 

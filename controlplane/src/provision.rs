@@ -1,9 +1,14 @@
 //! The page a person opens from a `provision_url` (DESIGN §14): `GET /provision/{token}`
-//! shows a form for their API key of one per-user connection; `POST` stores it sealed for
-//! that person and uses the link up. On an OAuth connection the same link (and an
-//! administrator's `/connect/{token}`) sends the browser to the provider instead
+//! first signs them in and checks they are the link's person ([`person`]), then shows a form
+//! for their API key of one per-user connection; `POST` stores it sealed for that person and
+//! uses the link up. On an OAuth connection the same link (after the sign-in) and an
+//! administrator's `/connect/{token}` send the browser to the provider instead
 //! ([`crate::oauth::flow`]). A link works once, for ten minutes; the key is never shown back,
 //! logged or audited.
+
+mod person;
+
+pub use person::signed_in;
 
 use std::sync::Arc;
 
@@ -36,6 +41,8 @@ pub(crate) enum Refusal {
     Unknown,
     Used,
     Expired,
+    /// A key posted without the form its person was shown after signing in.
+    NotSignedIn,
 }
 
 impl Refusal {
@@ -44,6 +51,7 @@ impl Refusal {
             Refusal::Unknown => (StatusCode::NOT_FOUND, "This link is not one this service gave out."),
             Refusal::Used => (StatusCode::GONE, "This link was already used. If your agent still asks for a credential, use the new link it gives you."),
             Refusal::Expired => (StatusCode::GONE, "This link has expired (links last ten minutes). Ask your agent again for a new one."),
+            Refusal::NotSignedIn => (StatusCode::FORBIDDEN, "Nothing was stored: open the link and sign in first."),
         };
         page(status, "Link not usable", &format!("<p>{text}</p>"))
     }
@@ -85,45 +93,34 @@ async fn open(
 }
 
 async fn show(State(app): State<Arc<App>>, Path(token): Path<String>) -> Response {
-    match open(&app, &token).await {
-        Ok(Ok((row, Purpose::Consent))) => match crate::oauth::flow::start(&app, &row).await {
-            Ok(Ok(redirect) | Err(redirect)) => redirect,
-            Err(e) => failure(&e),
-        },
-        Ok(Ok((row, Purpose::Key(c)))) => {
-            let what = if c.owner == Owner::Model {
-                "model"
-            } else {
-                "tool"
-            };
-            let body = format!(
-                "<p>Your agent needs your own API key for the {what} <b>{}</b> to act for you \
-                 (<code>{}</code>). It is stored encrypted, used only for your calls, and never \
-                 shown again.</p>\
-                 <form method=\"post\"><label>API key <input type=\"password\" name=\"api_key\" \
-                 autocomplete=\"off\" required></label> <button type=\"submit\">Save</button></form>",
-                escape(&c.name),
-                escape(&row.subject)
-            );
-            page(StatusCode::OK, "Provide your credential", &body)
-        }
-        Ok(Err(refusal)) => refusal.page(),
-        Err(e) => failure(&e),
-    }
+    let shown = match open(&app, &token).await {
+        Ok(Ok((row, _))) if row.needs_person() => person::sign_in(&app, &token, &row).await,
+        Ok(Ok((row, Purpose::Consent))) => crate::oauth::flow::start(&app, &row)
+            .await
+            .map(|(Ok(redirect) | Err(redirect))| redirect),
+        // Only a link made for a person asks for a key.
+        Ok(Ok((_, Purpose::Key(_)))) => Ok(Refusal::Unknown.page()),
+        Ok(Err(refusal)) => Ok(refusal.page()),
+        Err(e) => Err(e),
+    };
+    shown.unwrap_or_else(|e| failure(&e))
 }
 
 async fn save(State(app): State<Arc<App>>, Path(token): Path<String>, body: Bytes) -> Response {
-    let key = url::form_urlencoded::parse(&body)
-        .find(|(k, _)| k == "api_key")
-        .map(|(_, v)| v.trim().to_string())
-        .unwrap_or_default();
+    let field = |name: &str| {
+        url::form_urlencoded::parse(&body)
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let (key, form_token) = (field("api_key"), field("form_token"));
     // Sent as a header value: visible ASCII only, so what is stored can always be sent.
     if key.is_empty() || key.len() > MAX_KEY_BYTES || !key.bytes().all(|b| b.is_ascii_graphic()) {
         let text =
             "<p>Enter the API key: up to 16 KiB of visible ASCII characters, without spaces.</p>";
         return page(StatusCode::BAD_REQUEST, "No usable key", text);
     }
-    match store(&app, &token, &key).await {
+    match store(&app, (&token, &form_token), &key).await {
         Ok(Ok(name)) => page(
             StatusCode::OK,
             "Saved",
@@ -137,10 +134,16 @@ async fn save(State(app): State<Arc<App>>, Path(token): Path<String>, body: Byte
     }
 }
 
-/// Uses the link up and stores the key, in one transaction; the connection's name.
-async fn store(app: &App, token: &str, key: &str) -> ApiResult<Result<String, Refusal>> {
+/// Uses the link and the form its person was shown up and stores the key, in one
+/// transaction; the connection's name.
+async fn store(
+    app: &App,
+    (token, form_token): (&str, &str),
+    key: &str,
+) -> ApiResult<Result<String, Refusal>> {
     let (row, c) = match open(app, token).await? {
-        Ok((row, Purpose::Key(c))) => (row, c),
+        Ok((row, Purpose::Key(c))) if row.needs_person() => (row, c),
+        Ok((_, Purpose::Key(_))) => return Ok(Err(Refusal::Unknown)),
         Ok((_, Purpose::Consent)) => {
             return Err(crate::error::invalid(
                 "this connection takes consent at the provider, not a key: open the link",
@@ -150,6 +153,9 @@ async fn store(app: &App, token: &str, key: &str) -> ApiResult<Result<String, Re
     };
     let values = c.secret(key).map_err(crate::error::invalid)?;
     let mut tx = app.store.write(&row.workspace_id).await?;
+    if let Err(refusal) = person::take_form(tx.conn(), app, form_token, &row).await? {
+        return Ok(Err(refusal));
+    }
     if !provision::take(tx.conn(), &row.token_hash, now_ms()).await? {
         return Ok(Err(Refusal::Used));
     }

@@ -330,7 +330,7 @@ async fn person(
     let owner = portcullis_shared::snapshot::CredentialOwner::Tool;
     match gw
         .credentials
-        .lookup(gw, owner, &entry.id, &subject)
+        .lookup(gw, owner, &entry.id, (&subject, &rc.agent.id))
         .await
         .map_err(refused)?
     {

@@ -106,18 +106,20 @@ impl Credentials {
         }
     }
 
-    /// The person's headers for the connection, or where to provide them.
+    /// The person's headers for the connection, or where to provide them: a link bound to the
+    /// person, which they open after signing in where the calling agent's people do
+    /// (`agent_id`; `""` with the shared subject `""`).
     pub async fn lookup(
         &self,
         gw: &Gateway,
         owner: CredentialOwner,
         connection_id: &str,
-        subject: &str,
+        (subject, agent_id): (&str, &str),
     ) -> Result<Result<Headers, Missing>, GatewayError> {
         if let Some(headers) = self.cached(connection_id, subject) {
             return Ok(Ok(headers));
         }
-        let answer = fetch(gw, owner, connection_id, subject).await?;
+        let answer = fetch(gw, owner, connection_id, (subject, agent_id)).await?;
         match (answer.secret_values, answer.provision_url) {
             (Some(values), _) => {
                 let text: Vec<String> = values.0.iter().map(|(k, v)| format!("{k}\n{v}")).collect();
@@ -186,7 +188,7 @@ async fn fetch(
     gw: &Gateway,
     owner: CredentialOwner,
     connection_id: &str,
-    subject: &str,
+    (subject, agent_id): (&str, &str),
 ) -> Result<GetCredentialResponse, GatewayError> {
     let url = format!(
         "{}/svc.sync.v1.SyncService/GetCredential",
@@ -197,6 +199,7 @@ async fn fetch(
         owner,
         connection_id: connection_id.to_string(),
         subject: subject.to_string(),
+        agent_id: agent_id.to_string(),
     };
     let unavailable =
         |why: String| GatewayError::Upstream(format!("the credential could not be fetched: {why}"));

@@ -39,6 +39,8 @@ pub mod types {
     pub const RULE_BUNDLE_DEPLOYED: &str = "authorization.rule_bundle.deployed";
     /// A person stored their own credential for a per-user connection (never the value).
     pub const CREDENTIAL_PROVISIONED: &str = "credential.provisioned";
+    /// Someone other than its person signed in to use a provision link: nothing was stored.
+    pub const CREDENTIAL_PROVISION_REFUSED: &str = "credential.provision_refused";
     /// An administrator's consent stored a connection's shared OAuth grant.
     pub const OAUTH_CONNECTED: &str = "oauth.connected";
     /// A connection's OAuth grants were revoked and deleted.

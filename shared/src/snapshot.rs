@@ -469,6 +469,10 @@ pub struct GetCredentialRequest {
     /// The verified act-as `sub` of the person; `""` asks for a shared OAuth connection's
     /// current access token.
     pub subject: String,
+    /// The agent whose call asks: a link minted for the person is opened after signing in at
+    /// that agent's OpenID provider. `""` for the shared subject.
+    #[serde(default)]
+    pub agent_id: String,
 }
 
 impl WorkspaceScoped for GetCredentialRequest {

@@ -16,15 +16,16 @@
 //   GET  /_test/stats  {"jwks_hits", "discovery_hits", "registrations", "refresh_grants",
 //        "revocations", "introspections"}: requests to the JWKS and discovery document, dynamic
 //        client registrations, refresh-token grants, revocations and introspections so far.
-//   GET  /_test/browse?url=&login=&stop_at=&consent=&agent=  {"status", "url", "body",
+//   GET  /_test/browse?url=&login=&stop_at=&consent=&agent=&api_key=  {"status", "url", "body",
 //        "headers"}: a
 //        browser that opens `url` (any host), follows every redirect, logs in as `login` and
 //        consents at this provider's pages, and returns the first other page it lands on; with
 //        `stop_at`, a redirect to a URL starting with it is not followed but returned (status
 //        302, `url`). With `consent` (`approve` or `deny`) it also answers Portcullis's consent
 //        page (a form posting to `/oauth2/consent`) that way, with its cookies, choosing the
-//        agent named `agent` when the page offers several. `headers` are the last page's
-//        (`set-cookie` a list).
+//        agent named `agent` when the page offers several. With `api_key` it fills in and posts
+//        Portcullis's provision form (shown after the sign-in a provision link starts).
+//        `headers` are the last page's (`set-cookie` a list).
 //   POST /_test/access_ttl?seconds=  {}: the lifetime of access tokens issued for resource
 //        servers from now on (default 3600).
 //   POST /_test/refuse_refresh  {}: from now on every refresh-token grant is answered 400
@@ -259,6 +260,18 @@ function consentForm(html, decision, agent) {
   return { action: unescape(action), fields };
 }
 
+// Portcullis's provision form in `html` (after its sign-in) filled in with `apiKey`, or
+// undefined when the page has none.
+function keyForm(html, apiKey) {
+  const action = /<form method="post" action="([^"]+\/provision\/[^"]+)"/.exec(html)?.[1];
+  if (!action) return undefined;
+  const fields = new URLSearchParams({ api_key: apiKey });
+  for (const m of html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) {
+    fields.set(m[1], m[2]);
+  }
+  return { action: action.replaceAll('&amp;', '&'), fields };
+}
+
 async function runCodeFlow(sub) {
   const request = browser();
   const verifier = b64url(randomBytes(32));
@@ -422,12 +435,13 @@ async function testRoute(req, res, url) {
       const login = url.searchParams.get('login') || 'alice';
       const consent = url.searchParams.get('consent') || undefined;
       const agent = url.searchParams.get('agent') || undefined;
+      const apiKey = url.searchParams.get('api_key') || undefined;
       const request = browser();
       let end = await follow(request, await request(start), start, login, stopAt);
       for (let step = 0; step < 3; step++) {
         if (end.redirect) return json(res, 200, { status: 302, url: end.redirect.href, body: '' });
         const body = await end.response.text();
-        const form = consent && consentForm(body, consent, agent);
+        const form = (consent && consentForm(body, consent, agent)) || (apiKey && keyForm(body, apiKey));
         if (!form) {
           const headers = Object.fromEntries(end.response.headers);
           headers['set-cookie'] = end.response.headers.getSetCookie();

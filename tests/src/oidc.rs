@@ -159,6 +159,15 @@ impl OidcIssuer {
         self.call(reqwest::Method::GET, "browse", &query).await
     }
 
+    /// A browser opening a provision link: it signs in as `login` where the link sends it and
+    /// posts `api_key` in the form shown after; the status and body of the last page.
+    pub async fn provide(&self, url: &str, login: &str, api_key: &str) -> (u16, String) {
+        let query = [("url", url), ("login", login), ("api_key", api_key)];
+        let body = self.call(reqwest::Method::GET, "browse", &query).await;
+        let status = body["status"].as_u64().expect("browse status") as u16;
+        (status, string_field(&body, "body"))
+    }
+
     /// The lifetime of access tokens issued for resource servers from now on.
     pub async fn set_access_ttl(&self, seconds: u64) {
         let seconds = seconds.to_string();

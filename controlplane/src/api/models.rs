@@ -332,8 +332,14 @@ async fn begin_oauth(
         )));
     }
     oauth::provider(&ctx.app, &c, true).await?;
-    let (url, expires_at) =
-        super::peruser::mint_link(&ctx, &ws, (Owner::Model, &c.id), "", "connect").await?;
+    let (url, expires_at) = super::peruser::mint_link(
+        &ctx,
+        &ws,
+        (Owner::Model, &c.id),
+        "",
+        super::peruser::LinkFor::Administrator,
+    )
+    .await?;
     Ok(BeginOAuthConnectResponse {
         consent_url: url,
         expires_at,

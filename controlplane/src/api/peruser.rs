@@ -139,15 +139,28 @@ async fn per_user_of(
     })
 }
 
+/// Which page a link opens, and for whom.
+pub enum LinkFor<'a> {
+    /// A person's own credential, asked for by the call of the agent with this id: the person
+    /// signs in where that agent's people do before the link does anything.
+    Person { agent_id: &'a str },
+    /// An administrator's consent, handed back to that administrator only.
+    Administrator,
+}
+
 /// A fresh one-use link for `subject` (`""`: an administrator's shared consent) to store
-/// their credential for the connection, on the page `/{page}/{token}`.
+/// their credential for the connection.
 pub async fn mint_link(
     ctx: &Ctx,
     ws: &str,
     (owner, id): (Owner, &str),
     subject: &str,
-    page: &str,
+    link_for: LinkFor<'_>,
 ) -> ApiResult<(String, String)> {
+    let (page, agent_id) = match link_for {
+        LinkFor::Person { agent_id } => ("provision", agent_id),
+        LinkFor::Administrator => ("connect", ""),
+    };
     let token = link_token();
     let expires_at = now_ms() + LINK_TTL_MS;
     let mut tx = ctx.store().write_unscoped().await?;
@@ -161,6 +174,8 @@ pub async fn mint_link(
             subject: subject.to_string(),
             expires_at,
             used_at: None,
+            page: page.to_string(),
+            agent_id: agent_id.to_string(),
         },
     )
     .await?;
@@ -218,8 +233,16 @@ async fn get_credential(ctx: Ctx, req: GetCredentialRequest) -> ApiResult<GetCre
             cache_seconds,
         });
     }
-    let (url, expires_at) =
-        mint_link(&ctx, &ws, (c.owner, &c.id), &req.subject, "provision").await?;
+    // A gateway older than person-bound links names no agent: its links are refused when
+    // opened, with a request for a new one.
+    let agent_id = match req.agent_id.as_str() {
+        "" => String::new(),
+        id => crate::validate::id("agent_id", id)?,
+    };
+    let link_for = LinkFor::Person {
+        agent_id: &agent_id,
+    };
+    let (url, expires_at) = mint_link(&ctx, &ws, (c.owner, &c.id), &req.subject, link_for).await?;
     Ok(GetCredentialResponse {
         secret_values: None,
         connection_name: c.name,

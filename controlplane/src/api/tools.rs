@@ -430,8 +430,14 @@ async fn begin_oauth(ctx: Ctx, req: ToolSubjectRequest) -> ApiResult<BeginOAuthC
     // Endpoints and the client are found now, so a misconfiguration is reported here rather
     // than to whoever opens the link.
     oauth::provider(&ctx.app, &c, true).await?;
-    let (url, expires_at) =
-        peruser::mint_link(&ctx, &ws, (Owner::Tool, &c.id), &subject, "connect").await?;
+    let (url, expires_at) = peruser::mint_link(
+        &ctx,
+        &ws,
+        (Owner::Tool, &c.id),
+        &subject,
+        peruser::LinkFor::Administrator,
+    )
+    .await?;
     Ok(BeginOAuthConnectResponse {
         consent_url: url,
         expires_at,

@@ -294,6 +294,15 @@ pub async fn signed_in(
     headers: HeaderMap,
     Query(q): Query<Params>,
 ) -> Response {
+    // The same callback serves the sign-in before a provision link is used.
+    if let Some(state) = param(&q, "state") {
+        let (code, error) = (param(&q, "code"), param(&q, "error"));
+        match crate::provision::signed_in(&app, state, code, error).await {
+            Ok(Some(page)) => return page,
+            Ok(None) => {}
+            Err(e) => return failure(&e),
+        }
+    }
     finish(&app, &headers, &q)
         .await
         .unwrap_or_else(|e| failure(&e))

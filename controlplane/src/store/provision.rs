@@ -12,12 +12,24 @@ pub struct ProvisionRow {
     pub subject: String,
     pub expires_at: i64,
     pub used_at: Option<i64>,
+    /// `provision` or `connect` (`""`: made before links were bound to their person).
+    pub page: String,
+    /// The agent whose call made a provision link (`""` for an administrator's).
+    pub agent_id: String,
+}
+
+impl ProvisionRow {
+    /// Whether only its person may use the link, after signing in: a link an agent's call
+    /// made for a person (an administrator's link goes back to that administrator only).
+    pub fn needs_person(&self) -> bool {
+        self.page != "connect" && !self.subject.is_empty()
+    }
 }
 
 pub async fn insert(conn: &mut Conn, r: &ProvisionRow) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO provision_tokens (token_hash, workspace_id, owner_kind, owner_id, subject, \
-         expires_at, used_at) VALUES ($1, $2, $3, $4, $5, $6, NULL)",
+         expires_at, used_at, page, agent_id) VALUES ($1, $2, $3, $4, $5, $6, NULL, $7, $8)",
     )
     .bind(&r.token_hash)
     .bind(&r.workspace_id)
@@ -25,6 +37,8 @@ pub async fn insert(conn: &mut Conn, r: &ProvisionRow) -> Result<(), StoreError>
     .bind(&r.owner_id)
     .bind(&r.subject)
     .bind(r.expires_at)
+    .bind(&r.page)
+    .bind(&r.agent_id)
     .execute(conn)
     .await?;
     Ok(())

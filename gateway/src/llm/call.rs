@@ -114,7 +114,7 @@ async fn person(
     let owner = portcullis_shared::snapshot::CredentialOwner::Model;
     match gw
         .credentials
-        .lookup(gw, owner, &model.id, &subject)
+        .lookup(gw, owner, &model.id, (&subject, &rc.agent.id))
         .await?
     {
         Ok(headers) => {

@@ -62,7 +62,7 @@ pub async fn authorize(
         }
         Credential::SharedOAuth => {
             let owner = portcullis_shared::snapshot::CredentialOwner::Model;
-            match Box::pin(gw.credentials.lookup(gw, owner, &model.id, "")).await? {
+            match Box::pin(gw.credentials.lookup(gw, owner, &model.id, ("", ""))).await? {
                 Ok(headers) => {
                     for (name, value) in &headers.headers {
                         request = request.header(name, value);

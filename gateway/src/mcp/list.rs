@@ -166,7 +166,11 @@ async fn person(gw: &Gateway, rc: &RequestCtx<'_>, tool: &ToolEntry) -> Person {
         return Person::Skip;
     };
     let owner = portcullis_shared::snapshot::CredentialOwner::Tool;
-    match gw.credentials.lookup(gw, owner, &tool.id, &subject).await {
+    match gw
+        .credentials
+        .lookup(gw, owner, &tool.id, (&subject, &rc.agent.id))
+        .await
+    {
         Ok(Ok(headers)) => Person::As(subject, headers),
         Ok(Err(m)) => Person::Advise(json!({
             "connection_name": m.connection_name,

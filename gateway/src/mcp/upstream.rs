@@ -189,7 +189,7 @@ async fn shared_grant(
     tool: &ToolEntry,
 ) -> Result<crate::peruser::Headers, UpstreamError> {
     let owner = portcullis_shared::snapshot::CredentialOwner::Tool;
-    match gw.credentials.lookup(gw, owner, &tool.id, "").await {
+    match gw.credentials.lookup(gw, owner, &tool.id, ("", "")).await {
         Ok(Ok(headers)) => Ok(headers),
         Ok(Err(_)) => Err(UpstreamError::Transport(format!(
             "tool '{}' is not connected: an administrator must complete its OAuth consent",

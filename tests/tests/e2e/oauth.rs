@@ -47,13 +47,14 @@ async fn oauth_tool(cp: &ControlPlane, name: &str, credential_type: &str, url: &
 }
 
 /// An agent with `allowed` (its allow lists), acting for `u1` and `u2` through HMAC when
-/// `act_as`; its key.
-async fn agent(cp: &ControlPlane, name: &str, allowed: Value, act_as: bool) -> String {
+/// `signin` names where those people sign in (to use their provision links); its key.
+async fn agent(cp: &ControlPlane, name: &str, allowed: Value, signin: Option<&str>) -> String {
     let mut agent = json!({"name": name, "allowed_gateway_ids": [cp.default_gateway_id]});
     for (k, v) in allowed.as_object().unwrap() {
         agent[k] = v.clone();
     }
-    if act_as {
+    if let Some(issuer) = signin {
+        agent["actas_oidc_url"] = json!(issuer);
         agent["actas_method"] = json!("hmac");
         agent["actas_hmac_secret"] = json!(SECRET);
         agent["actas_allowed_subjects"] = json!(["u1", "u2"]);
@@ -217,8 +218,8 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
     let id = oauth_tool(&cp, "gh", "shared", &mcp.url()).await;
     let got = oauth_state(&cp, &id).await;
     assert_eq!(got["oauth_state"], "disconnected", "{got}");
-    let one = agent(&cp, "one", json!({"allowed_tools": ["gh/whoami"]}), false).await;
-    let two = agent(&cp, "two", json!({"allowed_tools": ["gh/whoami"]}), false).await;
+    let one = agent(&cp, "one", json!({"allowed_tools": ["gh/whoami"]}), None).await;
+    let two = agent(&cp, "two", json!({"allowed_tools": ["gh/whoami"]}), None).await;
     let gw = GatewayProcess::start(&cp).await;
 
     // Not connected: nothing reaches the server.
@@ -319,7 +320,13 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     let mcp = OAuthUpstream::start(&issuer.issuer).await;
     let cp = ControlPlane::start(Backend::Postgres).await;
     let id = oauth_tool(&cp, "pu", "per-user", &mcp.url()).await;
-    let key = agent(&cp, "bot", json!({"allowed_tools": ["pu/whoami"]}), true).await;
+    let key = agent(
+        &cp,
+        "bot",
+        json!({"allowed_tools": ["pu/whoami"]}),
+        Some(&issuer.issuer),
+    )
+    .await;
     let gw = GatewayProcess::start(&cp).await;
 
     // No grant yet: advised in the list, refused with a link on call.
@@ -333,15 +340,17 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     assert_eq!(data["reason_code"], "credential_required", "{refusal}");
     let link = data["provision_url"].as_str().unwrap().to_string();
 
-    // The person consents at the provider (as their account there, `u1-at-idp`).
-    let (status, page) = issuer.browse(&link, "u1-at-idp").await;
+    // Someone else signed in opening u1's link gets nowhere near the provider's consent.
+    let (status, page) = issuer.browse(&link, "u2").await;
+    assert_eq!(status, 403, "{page}");
+    assert!(page.contains("made for another person"), "{page}");
+    // The person signs in (the link is theirs), then consents at the provider (the same
+    // provider here, so as the same account).
+    let (status, page) = issuer.browse(&link, "u1").await;
     assert_eq!(status, 200, "{page}");
-    let (status, _) = issuer.browse(&link, "u1-at-idp").await;
+    let (status, _) = issuer.browse(&link, "u1").await;
     assert_eq!(status, 410, "a provision link works once");
-    assert_eq!(
-        first_answer(&cp, &gw, &key, Some("u1"), "pu").await,
-        "u1-at-idp"
-    );
+    assert_eq!(first_answer(&cp, &gw, &key, Some("u1"), "pu").await, "u1");
     let other = whoami(&cp, &gw, &key, Some("u2"), "pu").await;
     assert_eq!(
         other["error"]["code"], -32001,
@@ -362,7 +371,7 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
         "",
     )
     .await;
-    let (status, _) = issuer.browse(&expired, "u2-at-idp").await;
+    let (status, _) = issuer.browse(&expired, "u2").await;
     assert_eq!(status, 410, "an expired link is refused");
 
     // An administrator's own grant on a per-user tool names who they act as.
@@ -479,7 +488,7 @@ async fn oauth_models_shared_and_per_user() {
     let team = oauth_model(&cp, "team", "shared", &up, &settings).await;
     let mine = oauth_model(&cp, "mine", "per-user", &up, &settings).await;
     let allowed = json!({"allowed_direct_model_names": ["team", "mine"]});
-    let key = agent(&cp, "bot", allowed, true).await;
+    let key = agent(&cp, "bot", allowed, Some(&issuer.issuer)).await;
     let gw = GatewayProcess::start(&cp).await;
 
     // Shared: refused until an administrator consents, then every call carries the grant.
@@ -511,9 +520,9 @@ async fn oauth_models_shared_and_per_user() {
     assert_eq!(status, 401, "{body}");
     assert_eq!(body["error"]["type"], "credential_required", "{body}");
     let link = body["error"]["provision_url"].as_str().unwrap().to_string();
-    let (status, page) = issuer.browse(&link, "u1-at-idp").await;
+    let (status, page) = issuer.browse(&link, "u1").await;
     assert_eq!(status, 200, "{page}");
-    assert_eq!(said(&chat(&cp, &gw, &key, "mine").await), "u1-at-idp");
+    assert_eq!(said(&chat(&cp, &gw, &key, "mine").await), "u1");
 
     // Disconnected: revoked at the provider; the shared model is refused again.
     cp.ok(

@@ -1,5 +1,6 @@
 //! Per-user API keys end to end: a person without a credential gets `auth_required` in
-//! `tools/list` and a `credential_required` refusal with a working `provision_url`; after they
+//! `tools/list` and a `credential_required` refusal with a working `provision_url`; the link
+//! asks them to sign in (a real `oidc-provider`) and refuses anyone but its person; after they
 //! enter their key on that page their calls succeed with it, another person is still refused,
 //! a link works once; a deleted credential stops being used within the gateway's 60 s bound;
 //! and a per-user model answers the OpenAI SDK with 401 and the link, then succeeds.
@@ -10,6 +11,7 @@ use portcullis_client::{AgentClient, GatewayErrorKind};
 use portcullis_tests::act_as::hmac_header;
 use portcullis_tests::controlplane::MGMT;
 use portcullis_tests::fake_mcp::FakeMcp;
+use portcullis_tests::oidc::OidcIssuer;
 use portcullis_tests::{python, Backend, ControlPlane, FakeLlm, GatewayProcess};
 use serde_json::{json, Value};
 
@@ -17,6 +19,8 @@ const SECRET: &str = "0123456789abcdef-peruser-hmac";
 const U1_KEY: &str = "u1-own-upstream-key-7f3a";
 
 struct Setup {
+    /// Where the agent's people sign in.
+    issuer: OidcIssuer,
     cp: ControlPlane,
     gw: GatewayProcess,
     key: String,
@@ -24,6 +28,7 @@ struct Setup {
 }
 
 async fn setup(fake_url: &str) -> Setup {
+    let issuer = OidcIssuer::start().await;
     let cp = ControlPlane::start(Backend::Sqlite).await;
     let tool = cp
         .ok(
@@ -46,11 +51,12 @@ async fn setup(fake_url: &str) -> Setup {
         &cp,
         json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
             "allowed_tools": ["pu/whoami"], "actas_method": "hmac", "actas_hmac_secret": SECRET,
-            "actas_allowed_subjects": ["u1", "u2"]}),
+            "actas_allowed_subjects": ["u1", "u2"], "actas_oidc_url": issuer.issuer}),
     )
     .await;
     let gw = GatewayProcess::start(&cp).await;
     Setup {
+        issuer,
         cp,
         gw,
         key,
@@ -93,10 +99,11 @@ fn link(refusal: &Value) -> String {
     data["provision_url"].as_str().unwrap().to_string()
 }
 
-async fn provide(url: &str, key: &str) -> (u16, String) {
+/// A key posted to a link as a script would, without signing in.
+async fn post_unsigned(url: &str, key: &str) -> (u16, String) {
     let r = reqwest::Client::new()
         .post(url)
-        .form(&[("api_key", key)])
+        .form(&[("api_key", key), ("form_token", "guessed")])
         .send()
         .await
         .unwrap();
@@ -119,19 +126,56 @@ async fn per_user_tool_provisioned_then_revoked() {
         .contains("/provision/"));
     let url = link(&s.call("u1").await);
 
-    // The page, as a browser sees it; the key stored once.
-    let page = reqwest::get(&url).await.unwrap();
-    assert_eq!(page.status().as_u16(), 200);
-    assert_eq!(page.headers()["cache-control"], "no-store");
-    let html = page.text().await.unwrap();
+    // Opened without signing in, the link sends the browser to sign in, and nothing else.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = no_redirects.get(&url).send().await.unwrap();
+    assert!(page.status().is_redirection(), "{}", page.status());
+    let location = page.headers()["location"].to_str().unwrap();
+    assert!(location.starts_with(&s.issuer.issuer), "{location}");
+    let (status, html) = post_unsigned(&url, "posted-by-a-script").await;
+    assert_eq!(
+        status, 403,
+        "a key without the signed-in form is refused: {html}"
+    );
+
+    // Someone else who got hold of the link: refused, audited, and the link still works.
+    let (status, html) = s.issuer.provide(&url, "u2", "u2-key-for-u1").await;
+    assert_eq!(status, 403, "{html}");
+    assert!(html.contains("made for another person") && html.contains("u2@example.com"));
+    let refused =
+        s.cp.ok(
+            "svc.audit.v1.AuditService",
+            "QueryEvents",
+            s.cp.body(json!({"event_types": ["credential.provision_refused"]})),
+        )
+        .await;
+    let e = &refused["events"][0];
+    assert_eq!(
+        e["payload"]["signed_in_email"], "u2@example.com",
+        "{refused}"
+    );
+    assert_eq!(e["result"], "RESULT_DENIED");
+    assert!(!s.cp.dump_store().await.contains("u2-key-for-u1"));
+
+    // The page, as the person's browser sees it after signing in; the key stored once.
+    let shown = s.issuer.visit(&url, "u1", "", None, None).await;
+    assert_eq!(shown["status"], 200, "{shown}");
+    assert_eq!(shown["headers"]["cache-control"], "no-store");
+    let html = shown["body"].as_str().unwrap();
     assert!(
         html.contains("name=\"api_key\"") && html.contains("pu"),
         "{html}"
     );
-    let (status, html) = provide(&url, U1_KEY).await;
+    let (status, html) = s.issuer.provide(&url, "u1", U1_KEY).await;
     assert_eq!(status, 200, "{html}");
-    assert!(!html.contains(U1_KEY));
-    let (status, _) = provide(&url, "another").await;
+    assert!(
+        html.contains("is stored") && !html.contains(U1_KEY),
+        "{html}"
+    );
+    let (status, _) = s.issuer.provide(&url, "u1", "another").await;
     assert_eq!(status, 410, "a link works once");
     let expired = link(&s.call("u2").await);
     let _ = s
@@ -139,7 +183,7 @@ async fn per_user_tool_provisioned_then_revoked() {
         .db_strings("UPDATE provision_tokens SET expires_at = 0 WHERE used_at IS NULL AND token_hash <> $1 RETURNING token_hash", "")
         .await;
     assert_eq!(
-        provide(&expired, U1_KEY).await.0,
+        s.issuer.provide(&expired, "u2", U1_KEY).await.0,
         410,
         "an expired link is refused"
     );
@@ -245,6 +289,7 @@ async fn per_user_tool_provisioned_then_revoked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_user_model_through_the_openai_sdk() {
+    let issuer = OidcIssuer::start().await;
     let cp = ControlPlane::start(Backend::Sqlite).await;
     let fake = FakeLlm::openai().start().await;
     let model = cp
@@ -268,7 +313,8 @@ async fn per_user_model_through_the_openai_sdk() {
         &cp,
         json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
             "allowed_direct_model_names": ["mine"], "actas_method": "hmac",
-            "actas_hmac_secret": SECRET, "actas_allowed_subjects": ["u1"]}),
+            "actas_hmac_secret": SECRET, "actas_allowed_subjects": ["u1"],
+            "actas_oidc_url": issuer.issuer}),
     )
     .await;
     let gw = GatewayProcess::start(&cp).await;
@@ -299,7 +345,7 @@ async fn per_user_model_through_the_openai_sdk() {
         other => panic!("{other:?}"),
     }
     assert_eq!(err.status_code(), Some(401));
-    assert_eq!(provide(url, "sk-u1-model-key").await.0, 200);
+    assert_eq!(issuer.provide(url, "u1", "sk-u1-model-key").await.0, 200);
     let out = python::run_with_env("openai_chat.py", &[&base, &key, "mine", "plain"], &env).await;
     assert!(out.get("error").is_none(), "{out}");
     let sent = fake.requests();
