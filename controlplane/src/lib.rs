@@ -107,6 +107,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let hub = audit::Hub::default();
     let hooks = webhooks::Hooks::new(settings, hub.stored());
     let oauth = oauth::OAuth::new(config.allow_private_targets);
+    validate::allow_private_targets(config.allow_private_targets);
     let app = Arc::new(App {
         store,
         registry: api::Registry::new(),

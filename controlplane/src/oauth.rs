@@ -237,7 +237,7 @@ pub fn redirect_uri(app: &App) -> String {
 /// The connection's provider: endpoints configured or discovered, and its client id (with
 /// `register`, obtained by dynamic registration and stored when none is configured).
 pub async fn provider(app: &App, c: &Connection, register: bool) -> ApiResult<Provider> {
-    let found = discovery::endpoints(&app.oauth.http, c).await?;
+    let found = discovery::endpoints(&app.oauth, c).await?;
     let (client_id, client_secret) = match c.setting("client_id") {
         Some(id) => (id.to_string(), c.client_secret.clone()),
         None if register => registered(app, c, &found).await?,
@@ -291,7 +291,7 @@ async fn registered(
             redirect_uri(app)
         )));
     };
-    let (id, secret) = discovery::register(&app.oauth.http, endpoint, &redirect_uri(app)).await?;
+    let (id, secret) = discovery::register(&app.oauth, endpoint, &redirect_uri(app)).await?;
     let mut settings = c.settings.clone();
     settings.insert("client_id".into(), Value::String(id.clone()));
     settings.insert("dynamic_registration".into(), Value::Bool(true));

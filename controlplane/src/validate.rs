@@ -1,8 +1,18 @@
 //! Input checks shared by the handlers. Every error names the field it is about.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{invalid, ApiResult};
+
+/// Whether this deployment sends to loopback and private addresses (`--allow-private-targets`):
+/// one setting for the process, set when it starts, read when a URL is configured.
+static ALLOW_PRIVATE_TARGETS: AtomicBool = AtomicBool::new(false);
+
+/// Records the deployment's egress setting (DESIGN §24) for the URL checks below.
+pub fn allow_private_targets(allowed: bool) {
+    ALLOW_PRIVATE_TARGETS.store(allowed, Ordering::Relaxed);
+}
 
 pub const MAX_NAME_LEN: usize = 128;
 
@@ -60,9 +70,20 @@ pub fn http_url(field: &str, value: &str) -> ApiResult<url::Url> {
     Ok(url)
 }
 
-/// An https URL, or plain http on a loopback host (a provider on the same machine).
+/// An absolute http(s) URL this service or its gateways will fetch: an IP-literal host (which
+/// no resolver filters) must be one the egress policy lets them reach, so a refused target is
+/// `invalid_argument` now rather than a failed call later. Names are checked when resolved.
+pub fn target_url(field: &str, value: &str) -> ApiResult<url::Url> {
+    let url = http_url(field, value)?;
+    let allowed = ALLOW_PRIVATE_TARGETS.load(Ordering::Relaxed);
+    portcullis_shared::egress::check_url(&url, allowed)
+        .map_err(|e| invalid(format!("{field} is refused: {e}")))?;
+    Ok(url)
+}
+
+/// An https target URL, or plain http on a loopback host (a provider on the same machine).
 pub fn https_url(field: &str, value: &str) -> ApiResult<url::Url> {
-    let parsed = http_url(field, value)?;
+    let parsed = target_url(field, value)?;
     let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
     if parsed.scheme() != "https" && !loopback {
         return Err(invalid(format!("{field} must use https")));
@@ -189,6 +210,20 @@ mod tests {
         assert!(http_url("u", "ftp://x").is_err());
         assert!(http_url("u", "https://user:pw@x").is_err());
         assert!(http_url("u", "not a url").is_err());
+        for refused in [
+            "http://169.254.169.254/latest/meta-data/",
+            "https://[fd00:ec2::254]/",
+            "http://10.0.0.7/v1",
+            "http://localhost:8080/",
+        ] {
+            let e = target_url("provider_config.base_url", refused).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("provider_config.base_url is refused"),
+                "{refused}: {e}"
+            );
+        }
+        assert!(target_url("u", "https://api.example.com/v1").is_ok());
     }
 
     #[test]

@@ -160,8 +160,7 @@ pub struct Endpoints {
 /// none is configured).
 pub async fn provider(app: &App, ws: &str, found: &Issuer) -> ApiResult<Provider> {
     let issuer = found.url.as_str();
-    let http = app.oauth.http();
-    let meta = discovery::server_metadata(http, issuer)
+    let meta = discovery::server_metadata(&app.oauth, issuer)
         .await
         .map_err(|why| {
             precondition(format!(
@@ -179,6 +178,10 @@ pub async fn provider(app: &App, ws: &str, found: &Issuer) -> ApiResult<Provider
         jwks_uri: meta.jwks_uri.ok_or_else(|| missing("jwks_uri"))?,
         issuer: meta.issuer,
     };
+    // The discovered token endpoint is fetched by this service (its JWKS through get_json).
+    app.oauth
+        .check_url(&endpoints.token)
+        .map_err(|why| precondition(format!("{issuer}'s token endpoint: {why}")))?;
     let client = match known_client(app, ws, found).await? {
         Some(c) => c,
         None => register(app, ws, issuer, meta.registration_endpoint).await?,
@@ -215,7 +218,7 @@ async fn register(
             redirect_uri(app)
         ))
     })?;
-    let (id, secret) = discovery::register(app.oauth.http(), &endpoint, &redirect_uri(app)).await?;
+    let (id, secret) = discovery::register(&app.oauth, &endpoint, &redirect_uri(app)).await?;
     let mut tx = app.store.write_unscoped().await?;
     let cipher = app.store.cipher();
     interactive::put_signin_client(tx.conn(), cipher, ws, issuer, &id, secret.as_deref()).await?;
@@ -321,10 +324,9 @@ async fn verify(app: &App, p: &Provider, token: &str, nonce: &str) -> ApiResult<
     ) {
         return Err(bad("signed with a shared secret, not the provider's key"));
     }
-    let keys: jsonwebtoken::jwk::JwkSet =
-        discovery::get_json(app.oauth.http(), &p.endpoints.jwks_uri)
-            .await
-            .map_err(|why| bad(&format!("its signing keys could not be read: {why}")))?;
+    let keys: jsonwebtoken::jwk::JwkSet = discovery::get_json(&app.oauth, &p.endpoints.jwks_uri)
+        .await
+        .map_err(|why| bad(&format!("its signing keys could not be read: {why}")))?;
     let jwk = match &header.kid {
         Some(kid) => keys.find(kid),
         None if keys.keys.len() == 1 => keys.keys.first(),

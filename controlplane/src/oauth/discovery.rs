@@ -7,7 +7,7 @@ use portcullis_shared::egress;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::Connection;
+use super::{Connection, OAuth};
 use crate::error::{precondition, ApiError, ApiResult};
 
 /// The largest metadata document or key set read.
@@ -63,7 +63,7 @@ fn failed(c: &Connection, why: String) -> ApiError {
 }
 
 /// The connection's endpoints.
-pub async fn endpoints(http: &reqwest::Client, c: &Connection) -> ApiResult<Endpoints> {
+pub async fn endpoints(oauth: &OAuth, c: &Connection) -> ApiResult<Endpoints> {
     let mut out = Endpoints {
         resource: c.server_url.clone(),
         ..Endpoints::default()
@@ -71,7 +71,7 @@ pub async fn endpoints(http: &reqwest::Client, c: &Connection) -> ApiResult<Endp
     let configured_resource = c.setting("resource").map(str::to_string);
     let mut issuer = c.setting("issuer").map(str::to_string);
     if let Some(url) = &c.server_url {
-        if let Some(meta) = resource_metadata(http, url).await {
+        if let Some(meta) = resource_metadata(oauth, url).await {
             out.scopes = meta.scopes_supported;
             if let Some(r) = meta.resource.filter(|r| !r.is_empty()) {
                 out.resource = Some(r);
@@ -94,7 +94,7 @@ pub async fn endpoints(http: &reqwest::Client, c: &Connection) -> ApiResult<Endp
                     .into(),
             )
         })?;
-        let meta = server_metadata(http, &issuer)
+        let meta = server_metadata(oauth, &issuer)
             .await
             .map_err(|why| failed(c, why))?;
         if let Some(methods) = &meta.code_challenge_methods_supported {
@@ -123,6 +123,16 @@ pub async fn endpoints(http: &reqwest::Client, c: &Connection) -> ApiResult<Endp
     if configured_resource.is_some() {
         out.resource = configured_resource;
     }
+    // A discovered document chose these: each must be a target this deployment sends to
+    // (the browser, not this service, follows the authorization endpoint).
+    let fetched = [
+        Some(&out.token),
+        out.revocation.as_ref(),
+        out.registration.as_ref(),
+    ];
+    for url in fetched.into_iter().flatten() {
+        oauth.check_url(url).map_err(|why| failed(c, why))?;
+    }
     Ok(out)
 }
 
@@ -139,10 +149,14 @@ fn well_known(url: &str, name: &str) -> Option<(String, String)> {
 }
 
 pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
-    http: &reqwest::Client,
+    oauth: &OAuth,
     url: &str,
 ) -> Result<T, String> {
-    let response = http
+    oauth
+        .check_url(url)
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    let response = oauth
+        .http()
         .get(url)
         .header("accept", "application/json")
         .send()
@@ -165,29 +179,26 @@ pub(crate) fn without_url(e: &reqwest::Error) -> String {
     text
 }
 
-async fn resource_metadata(http: &reqwest::Client, server_url: &str) -> Option<ResourceMetadata> {
+async fn resource_metadata(oauth: &OAuth, server_url: &str) -> Option<ResourceMetadata> {
     let (with_path, root) = well_known(server_url, "oauth-protected-resource")?;
     for url in [with_path, root] {
-        if let Ok(meta) = get_json::<ResourceMetadata>(http, &url).await {
+        if let Ok(meta) = get_json::<ResourceMetadata>(oauth, &url).await {
             return Some(meta);
         }
     }
     None
 }
 
-pub(crate) async fn server_metadata(
-    http: &reqwest::Client,
-    issuer: &str,
-) -> Result<ServerMetadata, String> {
-    let (oauth, _) = well_known(issuer, "oauth-authorization-server")
+pub(crate) async fn server_metadata(oauth: &OAuth, issuer: &str) -> Result<ServerMetadata, String> {
+    let (rfc8414, _) = well_known(issuer, "oauth-authorization-server")
         .ok_or_else(|| format!("issuer {issuer:?} is not a URL"))?;
     let openid = format!(
         "{}/.well-known/openid-configuration",
         issuer.trim_end_matches('/')
     );
     let mut why = Vec::new();
-    for url in [oauth, openid] {
-        match get_json::<ServerMetadata>(http, &url).await {
+    for url in [rfc8414, openid] {
+        match get_json::<ServerMetadata>(oauth, &url).await {
             // RFC 8414 §3.3: the metadata must be the issuer's own.
             Ok(meta) if meta.issuer.trim_end_matches('/') == issuer.trim_end_matches('/') => {
                 return Ok(meta)
@@ -208,7 +219,7 @@ struct Registered {
 
 /// Registers a confidential client for the code flow; its id and secret.
 pub async fn register(
-    http: &reqwest::Client,
+    oauth: &OAuth,
     endpoint: &str,
     redirect_uri: &str,
 ) -> ApiResult<(String, Option<String>)> {
@@ -224,7 +235,9 @@ pub async fn register(
             "dynamic client registration at {endpoint} failed: {why}"
         ))
     };
-    let response = http
+    oauth.check_url(endpoint).map_err(refused)?;
+    let response = oauth
+        .http()
         .post(endpoint)
         .json(&body)
         .send()

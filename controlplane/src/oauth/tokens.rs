@@ -312,7 +312,7 @@ async fn revoke_at_provider(app: &App, c: &Connection, grants: &[Grant]) {
             Some(t) => (t, "refresh_token"),
             None => (&g.access_token, "access_token"),
         };
-        if let Err(why) = revoke(&app.oauth.http, &r, token, hint).await {
+        if let Err(why) = revoke(&app.oauth, &r, token, hint).await {
             tracing::warn!(connection_id = %c.id, error = %why, "The provider did not revoke a grant.");
         }
     }
@@ -321,13 +321,14 @@ async fn revoke_at_provider(app: &App, c: &Connection, grants: &[Grant]) {
 /// One RFC 7009 request: the client authenticates as at the token endpoint (HTTP Basic with
 /// a secret, else its id in the form).
 async fn revoke(
-    http: &reqwest::Client,
+    oauth: &super::OAuth,
     r: &super::Revocation,
     token: &str,
     hint: &str,
 ) -> Result<(), String> {
     let mut form = vec![("token", token), ("token_type_hint", hint)];
-    let mut request = http.post(&r.url);
+    oauth.check_url(&r.url)?;
+    let mut request = oauth.http().post(&r.url);
     match &r.client_secret {
         Some(secret) => {
             let encode =

@@ -14,6 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use base64::Engine;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use portcullis_shared::egress;
 use portcullis_shared::policy::ActAs;
 use serde_json::{Map, Value};
 
@@ -140,7 +141,7 @@ impl KeySource {
 
     /// Fetches the key set unless a fetch was tried within `floor`; keeps the old set when
     /// the fetch fails.
-    pub async fn refresh(&self, http: &reqwest::Client, floor: Duration) {
+    pub async fn refresh(&self, http: Fetch<'_>, floor: Duration) {
         let mut last_try = self.last_try.lock().await;
         if last_try.is_some_and(|t| t.elapsed() < floor) {
             return;
@@ -160,7 +161,7 @@ impl KeySource {
         }
     }
 
-    async fn fetch(&self, http: &reqwest::Client) -> Result<KeySet, String> {
+    async fn fetch(&self, http: Fetch<'_>) -> Result<KeySet, String> {
         let (issuer, jwks_url) = if self.discovery {
             let doc = get_json(http, &self.url).await?;
             let issuer = doc
@@ -192,7 +193,7 @@ impl KeySource {
     /// is old.
     async fn key(
         &self,
-        http: &reqwest::Client,
+        http: Fetch<'_>,
         kid: &str,
     ) -> Result<(Arc<KeySet>, DecodingKey, Option<Algorithm>), GatewayError> {
         let lookup = |set: &Arc<KeySet>| {
@@ -234,7 +235,17 @@ impl KeySource {
     }
 }
 
-async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
+/// The egress client and whether private targets are allowed (DESIGN §24).
+pub type Fetch<'a> = (&'a reqwest::Client, bool);
+
+/// The most a discovery document or key set may be.
+const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
+/// A JSON document an issuer publishes; its URL (an administrator's, or chosen by the
+/// discovery document) must be a target this gateway sends to.
+async fn get_json((http, allow_private): Fetch<'_>, url: &str) -> Result<Value, String> {
+    let parsed = url::Url::parse(url).map_err(|_| format!("{url:?} is not a URL"))?;
+    egress::check_url(&parsed, allow_private).map_err(|e| format!("{url}: {e}"))?;
     let response = http
         .get(url)
         .timeout(FETCH_TIMEOUT)
@@ -245,7 +256,10 @@ async fn get_json(http: &reqwest::Client, url: &str) -> Result<Value, String> {
     if !response.status().is_success() {
         return Err(format!("{url}: HTTP {}", response.status()));
     }
-    response.json().await.map_err(|e| format!("{url}: {e}"))
+    let body = egress::read_capped(response, MAX_DOCUMENT_BYTES)
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    serde_json::from_slice(&body).map_err(|e| format!("{url}: {e}"))
 }
 
 /// A JWK with a `kid` the gateway can verify with; keys for encryption (`use: enc`) or
@@ -337,7 +351,8 @@ async fn check(
     token: &str,
 ) -> Result<Remembered, GatewayError> {
     let (alg, kid) = header(token)?;
-    let (set, key, key_alg) = cfg.keys.key(&gw.http(), &kid).await?;
+    let fetch = (&gw.http(), gw.config.allow_private_targets);
+    let (set, key, key_alg) = cfg.keys.key(fetch, &kid).await?;
     if key_alg.is_some_and(|k| k != alg) {
         return Err(refused(
             "actas_alg_refused",

@@ -55,9 +55,10 @@ fn warm_issuers(gateway: &Gateway, compiled: &super::Compiled) {
             continue;
         }
         let keys = oidc.keys.clone();
-        let http = gateway.http();
+        let fetch = (gateway.http(), gateway.config.allow_private_targets);
         gateway.background.spawn(async move {
-            keys.refresh(&http, crate::actas::oidc::REFETCH_FLOOR).await;
+            keys.refresh((&fetch.0, fetch.1), crate::actas::oidc::REFETCH_FLOOR)
+                .await;
         });
     }
 }

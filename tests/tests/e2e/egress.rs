@@ -2,7 +2,8 @@
 //! private or link-local address is refused before anything connects, and every failure
 //! reads the same to the unauthenticated caller (no upstream status or text); document
 //! fetches are budgeted per client address; an upstream model that redirects is not
-//! followed, so neither its credential nor the prompt reaches the other host.
+//! followed, so neither its credential nor the prompt reaches the other host; a configured
+//! target at an address the policy refuses is `invalid_argument` when it is given.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -113,6 +114,60 @@ async fn client_documents_at_private_addresses_are_refused_before_connecting() {
     );
     assert!(pages.windows(2).all(|w| w[0] == w[1]), "{pages:?}");
     assert!(cp.logs().contains("loopback or private address"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targets_the_policy_refuses_are_refused_when_configured() {
+    use portcullis_tests::controlplane::{AGENTS, MGMT};
+    let strict = [("PORTCULLIS_ALLOW_PRIVATE_TARGETS", "false")];
+    let cp = ControlPlane::start_with(Backend::Sqlite, &strict).await;
+    let metadata = "http://169.254.169.254/latest/meta-data/";
+    let cases = [
+        (
+            MGMT,
+            "CreateLLMModelConnection",
+            json!({"name": "m", "provider": "openai_compatible",
+            "secret_values": {"api_key": "k"},
+            "provider_config": {"model": "x", "base_url": metadata}}),
+            "provider_config.base_url",
+        ),
+        (
+            MGMT,
+            "CreateMCPServerConnection",
+            json!({"name": "t", "protocol": "streamable-http",
+            "protocol_config": {"url": "http://10.0.0.7/mcp"}}),
+            "protocol_config.url",
+        ),
+        (
+            MGMT,
+            "CreateMCPServerConnection",
+            json!({"name": "o", "protocol": "streamable-http",
+            "auth_method": "oauth", "protocol_config": {"url": "https://mcp.example.com/mcp"},
+            "auth_config": {"token_url": "https://[fd00:ec2::254]/token",
+                "authorization_url": "https://idp.example.com/authorize"}}),
+            "auth_config.token_url",
+        ),
+        (
+            AGENTS,
+            "RegisterAgent",
+            json!({"name": "a", "actas_method": "oidc",
+            "actas_oidc_url": "http://127.0.0.1:9/"}),
+            "actas_oidc_url",
+        ),
+    ];
+    for (service, method, body, field) in cases {
+        cp.call(service, method, cp.body(body))
+            .await
+            .expect_error("invalid_argument", 400)
+            .mentions(&format!("{field} is refused"));
+    }
+    let listed = cp
+        .ok(MGMT, "ListLLMModelConnections", cp.body(json!({})))
+        .await;
+    assert!(
+        !listed.to_string().contains("169.254"),
+        "nothing was stored: {listed}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -66,7 +66,7 @@ pub fn check_provider_config(provider: &Provider, config: &Map<String, Value>) -
     }
     let base_url = text("base_url")?;
     if let Some(url) = base_url {
-        validate::http_url("provider_config.base_url", url)?;
+        validate::target_url("provider_config.base_url", url)?;
     }
     match provider.locator {
         Locator::DefaultBaseUrl(_) => {}
@@ -307,7 +307,7 @@ fn check_service_account(json: &str) -> ApiResult<()> {
         return Err(bad("has no private_key in PEM"));
     }
     match field("token_uri") {
-        Some(uri) => validate::http_url("service_account_json.token_uri", uri).map(|_| ()),
+        Some(uri) => validate::target_url("service_account_json.token_uri", uri).map(|_| ()),
         None => Err(bad("has no token_uri")),
     }
 }

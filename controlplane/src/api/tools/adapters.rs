@@ -151,11 +151,14 @@ async fn install(
     let secrets = req.secret_values.unwrap_or_default();
     let (method, ctype) = auth(&d, req.credential_type, &secrets)?;
     let base_url = match req.base_url.filter(|u| !u.is_empty()) {
-        Some(u) => Some(
-            portcullis_shared::adapter::base_url(&u)
-                .map_err(|e| invalid(format!("base_url: {e}")))?
-                .to_string(),
-        ),
+        Some(u) => {
+            validate::target_url("base_url", &u)?;
+            Some(
+                portcullis_shared::adapter::base_url(&u)
+                    .map_err(|e| invalid(format!("base_url: {e}")))?
+                    .to_string(),
+            )
+        }
         None => None,
     };
     let installed = Installed {

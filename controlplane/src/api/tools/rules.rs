@@ -81,7 +81,7 @@ pub fn config(
                     ));
                 }
             } else {
-                validate::http_url("protocol_config.url", &c.url)?;
+                validate::target_url("protocol_config.url", &c.url)?;
             }
             headers(&c)?;
             Ok(Config::Http(c))
@@ -273,7 +273,13 @@ pub fn auth_config(
             let text = v
                 .as_str()
                 .ok_or_else(|| invalid(format!("auth_config.{key} must be a string")))?;
-            validate::http_url(&format!("auth_config.{key}"), text)?;
+            // The browser follows the authorization URL and `resource` names the server: this
+            // service fetches the others.
+            let field = format!("auth_config.{key}");
+            match key {
+                "authorization_url" | "resource" => validate::http_url(&field, text)?,
+                _ => validate::target_url(&field, text)?,
+            };
         }
     }
     let secret = match out.remove("client_secret") {

@@ -135,6 +135,9 @@ impl RestAdapter {
             .map_err(UpstreamError::Transport)?;
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|e| UpstreamError::Transport(e.to_string()))?;
+        // An IP-literal host is seen by no resolver: the egress policy is checked here.
+        portcullis_shared::egress::check_url(&request.url, gw.config.allow_private_targets)
+            .map_err(|e| UpstreamError::Transport(format!("{}: {e}", self.installed.slug)))?;
         let mut builder = gw
             .http()
             .request(method, request.url)
