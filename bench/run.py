@@ -95,8 +95,11 @@ def peak_rss_mib(pid):
 
 
 def oha(url, key, extra, body=BODY):
+    """`body` is the request body, or `@<path>` for one read from a file (past the 128 KiB a
+    command-line argument may hold)."""
+    sent = ["-D", body[1:]] if body.startswith("@") else ["-d", body]
     args = [OHA, "--no-tui", "--output-format", "json", "-z", DURATION, "-m", "POST",
-            "-H", "Content-Type: application/json", "-d", body, *extra, url]
+            "-H", "Content-Type: application/json", *sent, *extra, url]
     if key:
         args[1:1] = ["-H", f"Authorization: Bearer {key}"]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
@@ -318,9 +321,9 @@ def main():
     print(table(results))
 
 
-def saturation_cpu(results, name, url, key, pid, body=BODY, headers=()):
+def saturation_cpu(results, name, url, key, pid, body=BODY, headers=(), concurrency=CONCURRENCY):
     before = cpu_seconds(pid)
-    extra = ["-c", str(CONCURRENCY)] + [arg for h in headers for arg in ("-H", h)]
+    extra = ["-c", str(concurrency)] + [arg for h in headers for arg in ("-H", h)]
     results[f"{name}_saturation"] = run = oha(url, key, extra, body)
     results[f"{name}_cpu_us_per_request"] = (cpu_seconds(pid) - before) / max(run["requests"], 1) * 1e6
 
@@ -492,9 +495,28 @@ def baseline(results, base, token, tmp, agent_key, gid):
         results[f"{name}_cpu_us_per_request_runs"] = [x[0] for x in r]
         r.sort(key=lambda x: x[0])
         results[f"{name}_cpu_us_per_request"], results[f"{name}_saturation"] = r[len(r) // 2]
+    large_prompts(results, pair, agent_key, tmp)
     results["baseline_dir"] = BASELINE
     old.terminate()
     gw.terminate()
+
+
+def large_prompts(results, pair, agent_key, tmp):
+    """A 1 MiB prompt passed through, four at a time, alternately twice each: requests/s, CPU
+    per request and each gateway's peak RSS after (both started together, so the peaks
+    compare)."""
+    path = os.path.join(tmp, "large.json")
+    with open(path, "w") as f:
+        json.dump({"model": "bench", "messages": [{"role": "user", "content": "x" * (1 << 20)}]}, f)
+    runs = {"baseline": [], "current": []}
+    for round_ in range(2):
+        for name, url, pid in (pair if round_ % 2 == 0 else pair[::-1]):
+            saturation_cpu(results, f"{name}_large", url, agent_key, pid, f"@{path}", concurrency=4)
+            runs[name].append((results[f"{name}_large_cpu_us_per_request"], results[f"{name}_large_saturation"]))
+    for name, url, pid in pair:
+        r = sorted(runs[name], key=lambda x: x[0])
+        results[f"{name}_large_cpu_us_per_request"], results[f"{name}_large_saturation"] = r[0]
+        results[f"{name}_large_peak_rss_mib"] = peak_rss_mib(pid)
 
 
 def extra_rows(r, df):
@@ -536,6 +558,7 @@ def baseline_rows(r, direct_p50_ms=0.0):
     return [
         f"| before → after ({os.path.basename(r['baseline_dir'].rstrip('/'))} → this build): {r['rate']} requests/s, {'added ' if direct_p50_ms else ''}p50 ms (median of 4 alternating runs) | | {r['baseline_fixed_rate_p50_ms'] - direct_p50_ms:.3f} → {r['current_fixed_rate_p50_ms'] - direct_p50_ms:.3f} | {(r['current_fixed_rate_p50_ms'] - r['baseline_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
         f"| before → after: saturation requests/s, gateway CPU per request (median of 4 alternating runs; runs in µs: {runs('baseline')} → {runs('current')}) | | {r['baseline_saturation']['rps']:.0f}, {r['baseline_cpu_us_per_request']:.0f} µs → {r['current_saturation']['rps']:.0f}, {r['current_cpu_us_per_request']:.0f} µs | {r['current_cpu_us_per_request'] - r['baseline_cpu_us_per_request']:+.0f} µs |",
+        f"| before → after: 1 MiB prompts passed through, c=4: requests/s, gateway CPU per request (lower of 2 alternating runs), peak RSS | | {r['baseline_large_saturation']['rps']:.0f}, {r['baseline_large_cpu_us_per_request']:.0f} µs, {r['baseline_large_peak_rss_mib']:.0f} MiB → {r['current_large_saturation']['rps']:.0f}, {r['current_large_cpu_us_per_request']:.0f} µs, {r['current_large_peak_rss_mib']:.0f} MiB | {r['current_large_cpu_us_per_request'] - r['baseline_large_cpu_us_per_request']:+.0f} µs |",
     ]
 
 

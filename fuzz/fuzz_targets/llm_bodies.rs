@@ -1,6 +1,7 @@
 //! A caller's model request (`Inbound::parse`, OpenAI Chat Completions or Anthropic Messages),
 //! each request translator, each whole-reply translator and each error reader: never a panic,
-//! and what a translating route writes is JSON.
+//! and what a translating route writes is JSON. A passed-through body names the upstream's
+//! model and no other, however the caller spelled or repeated `model`.
 #![no_main]
 
 use bytes::Bytes;
@@ -32,6 +33,19 @@ fn json(bytes: &[u8], what: &str) {
     );
 }
 
+/// The `model` a passed-through body sends: the upstream's (`m`), or none at all for Anthropic
+/// on Vertex.
+fn passed_through_model(bytes: &[u8], vertex: bool) {
+    let sent: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    let model = sent.get("model");
+    let upstream = serde_json::Value::from("m");
+    assert!(
+        model == Some(&upstream) || (vertex && model.is_none()),
+        "a passed-through body sends model {model:?}: {:?}",
+        String::from_utf8_lossy(bytes)
+    );
+}
+
 fuzz_target!(|input: &[u8]| {
     let Some((&selector, input)) = input.split_first() else {
         return;
@@ -51,7 +65,10 @@ fuzz_target!(|input: &[u8]| {
         let translation = Translation::of(api, dialect);
         if let Ok(inbound) = &inbound {
             if let Ok(body) = translation.request(inbound, &ctx) {
-                json(&body, "a translated request");
+                json(&body.contiguous(), "a translated request");
+                if !translation.translates() && translation != Translation::Custom {
+                    passed_through_model(&body.contiguous(), ctx.vertex);
+                }
             }
         }
         if let Ok((reply, _usage)) = translation.response(raw.clone(), &ctx) {

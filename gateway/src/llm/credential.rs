@@ -43,7 +43,13 @@ pub async fn authorize(
             };
             // The signature covers the content type and the body, exactly as sent.
             let signed = [("content-type", "application/json")];
-            for (name, value) in aws::sign(&credentials, region, &plan.url, &signed, &plan.body)? {
+            for (name, value) in aws::sign(
+                &credentials,
+                region,
+                &plan.url,
+                &signed,
+                &plan.body.contiguous(),
+            )? {
                 request = request.header(name, value);
             }
             Ok(request)

@@ -3,11 +3,10 @@
 
 mod extensions;
 
-use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
 use super::api::Inbound;
-use super::translate::{Context, Dialect, TranslateError, Translation};
+use super::translate::{Body, Context, Dialect, TranslateError, Translation};
 use super::wire::anthropic;
 use crate::error::{GatewayError, Shape};
 use crate::snapshot::{Credential, ModelEntry};
@@ -19,7 +18,7 @@ pub struct Plan {
     pub url: reqwest::Url,
     /// Headers of the upstream's API (not the credential: [`super::credential`] adds it).
     pub headers: Vec<(HeaderName, HeaderValue)>,
-    pub body: Bytes,
+    pub body: Body,
     /// Unix seconds, for `created` in translated OpenAI replies.
     pub created: i64,
     /// The gateway's request id, for ids an upstream does not give.
@@ -72,7 +71,7 @@ pub fn plan(
         caller: inbound.api.shape(),
         url: to.url.clone(),
         headers: Vec::new(),
-        body: Bytes::new(),
+        body: Body::default(),
         created: chrono::Utc::now().timestamp(),
         request_id: request_id.to_string(),
         vertex: to.vertex,

@@ -8,6 +8,7 @@
 
 pub mod anthropic;
 pub mod bedrock;
+mod body;
 pub mod custom;
 #[cfg(test)]
 mod fuzz;
@@ -25,6 +26,7 @@ use serde::Serialize;
 use super::api::{Inbound, InboundApi};
 use super::wire::{anthropic as a, openai as o};
 
+pub use body::Body;
 pub use stream::{Stream, UpstreamEvent};
 
 /// What a member's upstream speaks.
@@ -123,36 +125,33 @@ impl Translation {
     }
 
     /// The body to send upstream.
-    pub fn request(self, inbound: &Inbound, ctx: &Context<'_>) -> Result<Bytes, TranslateError> {
+    pub fn request(self, inbound: &Inbound, ctx: &Context<'_>) -> Result<Body, TranslateError> {
         match self {
             Translation::OpenAiPassThrough => openai::from_openai::translate_request(inbound, ctx),
             Translation::AnthropicPassThrough => {
                 anthropic::from_anthropic::translate_request(inbound, ctx)
             }
-            Translation::AnthropicFromOpenAi => encode(&anthropic::from_openai::translate_request(
+            Translation::AnthropicFromOpenAi => encoded(
+                &anthropic::from_openai::translate_request(typed(inbound)?, ctx)?,
+            ),
+            Translation::OpenAiFromAnthropic => encoded(
+                &openai::from_anthropic::translate_request(typed(inbound)?, ctx)?,
+            ),
+            Translation::GeminiFromOpenAi => encoded(&gemini::from_openai::translate_request(
                 typed(inbound)?,
                 ctx,
             )?),
-            Translation::OpenAiFromAnthropic => encode(&openai::from_anthropic::translate_request(
+            Translation::GeminiFromAnthropic => encoded(
+                &gemini::from_anthropic::translate_request(typed(inbound)?, ctx)?,
+            ),
+            Translation::BedrockFromOpenAi => encoded(&bedrock::from_openai::translate_request(
                 typed(inbound)?,
                 ctx,
             )?),
-            Translation::GeminiFromOpenAi => encode(&gemini::from_openai::translate_request(
-                typed(inbound)?,
-                ctx,
-            )?),
-            Translation::GeminiFromAnthropic => encode(&gemini::from_anthropic::translate_request(
-                typed(inbound)?,
-                ctx,
-            )?),
-            Translation::BedrockFromOpenAi => encode(&bedrock::from_openai::translate_request(
-                typed(inbound)?,
-                ctx,
-            )?),
-            Translation::BedrockFromAnthropic => encode(
+            Translation::BedrockFromAnthropic => encoded(
                 &bedrock::from_anthropic::translate_request(typed(inbound)?, ctx)?,
             ),
-            Translation::Custom => Ok(inbound.raw.clone()),
+            Translation::Custom => Ok(Body::from(inbound.raw.clone())),
         }
     }
 
@@ -237,6 +236,10 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, TranslateErro
 fn typed<T: serde::de::DeserializeOwned>(inbound: &Inbound) -> Result<T, TranslateError> {
     T::deserialize(&inbound.body)
         .map_err(|e| TranslateError::invalid(format!("the request body is not valid: {e}")))
+}
+
+fn encoded<T: Serialize>(value: &T) -> Result<Body, TranslateError> {
+    encode(value).map(Body::from)
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Bytes, TranslateError> {

@@ -56,7 +56,7 @@ pub async fn send(gw: &Gateway, model: &ModelEntry, plan: &Plan, streaming: bool
         request = request.header(name, value);
     }
     let request = match credential::authorize(gw, model, plan, request).await {
-        Ok(r) => r.body(plan.body.clone()),
+        Ok(r) => r.body(plan.body.to_request()),
         Err(error) => return Attempt::Retry(Failed { error, status: 0 }),
     };
     let failed = |error| Attempt::Retry(Failed { error, status: 0 });

@@ -55,8 +55,9 @@ async fn concurrent_large_bodies_stay_within_the_memory_bound() {
         answered >= 4,
         "the budget admits several bodies at once ({answered})"
     );
-    // DESIGN §24: bodies in flight at most 64 MiB; each is held about four times over
-    // (read, parsed, translated, sent) on top of the process's own memory.
+    // DESIGN §24: bodies in flight at most 64 MiB; each is held at most about four times
+    // over (read, parsed, translated, encoded; a pass-through like this one twice, what is
+    // sent sharing the bytes read) on top of the process's own memory.
     assert!(
         peak < before + 4 * 64 * 1024 * 1024 + 64 * 1024 * 1024,
         "peak {} MiB",

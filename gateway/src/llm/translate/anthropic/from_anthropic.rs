@@ -5,17 +5,17 @@
 use bytes::Bytes;
 use portcullis_shared::prices::Usage;
 
-use super::super::{Context, TranslateError};
+use super::super::{Body, Context, TranslateError};
 use crate::llm::api::Inbound;
 use crate::llm::wire::anthropic::{StreamEvent, StreamUsage, WireUsage, VERTEX_VERSION};
 
-pub fn translate_request(inbound: &Inbound, ctx: &Context<'_>) -> Result<Bytes, TranslateError> {
+pub fn translate_request(inbound: &Inbound, ctx: &Context<'_>) -> Result<Body, TranslateError> {
     let edits = super::super::pass::Rewrite {
         model: (!ctx.vertex).then_some(ctx.upstream_model),
         include_usage: false,
         add: ctx.vertex.then_some(("anthropic_version", VERTEX_VERSION)),
     };
-    super::super::pass::rewrite(&inbound.body, edits)
+    super::super::pass::splice(&inbound.raw, edits)
 }
 
 /// The usage of a whole reply.

@@ -2,19 +2,19 @@
 //! rewritten, and a streamed call always asks for usage (`stream_options.include_usage`) so
 //! spend is never zero; the usage chunk reaches the caller only if it asked for it too.
 
-use super::super::{Context, TranslateError};
+use super::super::{Body, Context, TranslateError};
 use crate::llm::api::Inbound;
 use crate::llm::wire::openai::WireUsage;
 use bytes::Bytes;
 use portcullis_shared::prices::Usage;
 
-pub fn translate_request(inbound: &Inbound, ctx: &Context<'_>) -> Result<Bytes, TranslateError> {
+pub fn translate_request(inbound: &Inbound, ctx: &Context<'_>) -> Result<Body, TranslateError> {
     let edits = super::super::pass::Rewrite {
         model: Some(ctx.upstream_model),
         include_usage: inbound.stream,
         add: None,
     };
-    super::super::pass::rewrite(&inbound.body, edits)
+    super::super::pass::splice(&inbound.raw, edits)
 }
 
 /// The usage of a whole reply.
