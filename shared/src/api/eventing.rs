@@ -257,6 +257,9 @@ pub struct Delivery {
     /// The delivery this one replays.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub replay_of: String,
+    /// The latest replay of this delivery.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub replayed_by: String,
     /// When the retained body is deleted; a delivery without it cannot be replayed.
     pub body_expires_at: String,
     pub created_at: String,

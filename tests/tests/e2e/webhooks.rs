@@ -307,6 +307,57 @@ async fn failures_end_in_dlq_and_bulk_replay_recovers_them_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replaying_a_retrying_delivery_sends_it_now_and_ends_the_retries() {
+    let slow_retries = ("PORTCULLIS_WEBHOOK_RETRY_SCHEDULE", "0s,1h,1h");
+    let cp = ControlPlane::start_with(Backend::Sqlite, &[ENV[0], slow_retries]).await;
+    let receiver = Receiver::start().await;
+    subscribe(
+        &cp,
+        json!({"name": "fixing", "event_types": ["eventing.test"], "delivery_endpoint": receiver.url()}),
+    )
+    .await;
+    receiver.plan(&[Answer::Status(503)]);
+    let id = test_event(&cp, "fixing").await;
+    receiver.wait_for("the first attempt", |_| true).await;
+    let mut original = delivery(&cp, &id).await;
+    for _ in 0..100 {
+        if original["delivery"]["attempts"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        original = delivery(&cp, &id).await;
+    }
+    assert_eq!(original["delivery"]["status"], "pending", "{original:#}");
+    assert!(
+        original["delivery"]["next_attempt_at"].is_string(),
+        "retrying in an hour"
+    );
+
+    // The receiver is fixed: the person replays now rather than wait an hour.
+    let replay = cp
+        .ok(
+            EVENTING,
+            "ReplayDelivery",
+            cp.body(json!({"delivery_id": id})),
+        )
+        .await;
+    let replay_id = text(&replay["delivery"]["delivery_id"]).to_string();
+    assert_eq!(replay["delivery"]["replay_of"], id.as_str());
+    settled(&cp, &replay_id, "succeeded").await;
+    let ended = delivery(&cp, &id).await;
+    assert_eq!(ended["delivery"]["status"], "canceled", "{ended:#}");
+    assert!(ended["delivery"]["next_attempt_at"].is_null(), "{ended:#}");
+    assert_eq!(ended["delivery"]["replayed_by"], replay_id.as_str());
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 2, "one failed attempt, one replay");
+    assert_eq!(
+        seen[0].header("service-event-id"),
+        seen[1].header("service-event-id")
+    );
+    assert_ne!(seen[0].header("webhook-id"), seen[1].header("webhook-id"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_receivers_time_out_and_gone_destinations_are_disabled() {
     let cp = ControlPlane::start_with(Backend::Sqlite, ENV).await;
     let receiver = Receiver::start().await;

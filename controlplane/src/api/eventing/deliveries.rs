@@ -217,11 +217,6 @@ async fn replay_one(ctx: Ctx, req: DeliveryRefRequest) -> ApiResult<DeliveryResp
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write_unscoped().await?;
     let row = load(tx.conn(), &ws, &req.delivery_id).await?;
-    if row.next_attempt_at.is_some() {
-        return Err(precondition(
-            "the delivery is still pending; wait for it to settle, or cancel its retries first",
-        ));
-    }
     match replayable(tx.conn(), &row).await? {
         Ok(()) => {}
         Err(Refusal::BodyExpired) => {
@@ -234,6 +229,11 @@ async fn replay_one(ctx: Ctx, req: DeliveryRefRequest) -> ApiResult<DeliveryResp
                 "the delivery cannot be replayed: {why}"
             )))
         }
+    }
+    // A delivery still retrying is replaced: its remaining retries stop, as a cancel would
+    // stop them, and the replay goes now. An attempt already on the wire still finishes.
+    if row.next_attempt_at.is_some() {
+        rows::cancel(tx.conn(), &row.id, now_ms()).await?;
     }
     let copy = replay(tx.conn(), &ctx, &row).await?;
     tx.commit().await?;
@@ -349,6 +349,7 @@ pub fn view(row: DeliveryRow) -> Delivery {
         last_status_code: row.last_status_code.map(|c| c as u16),
         last_error: row.last_error,
         replay_of: row.replay_of,
+        replayed_by: row.replayed_by,
         body_expires_at: views::ts(row.body_expires_at),
         created_at: views::ts(row.created_at),
         updated_at: views::ts(row.updated_at),
