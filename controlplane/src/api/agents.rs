@@ -192,7 +192,8 @@ async fn register(ctx: Ctx, req: RegisterAgentRequest) -> ApiResult<AgentRespons
         id: uuid::Uuid::new_v4().to_string(),
         workspace_id: ws.clone(),
         name,
-        status: AgentStatus::Active.as_str().to_string(),
+        // `provisioned` until its first key or interactive grant is issued.
+        status: AgentStatus::Provisioned.as_str().to_string(),
         status_reason: None,
         parent_id,
         metadata: "{}".into(),
@@ -300,6 +301,11 @@ fn reason(text: Option<String>) -> ApiResult<Option<String>> {
     }
 }
 
+/// Whether the agent may be called: `active` or `provisioned`.
+fn usable(row: &agents::AgentRow) -> bool {
+    AgentStatus::parse(&row.status).is_some_and(AgentStatus::is_usable)
+}
+
 /// Sets a status, saves, and returns the rendered agent.
 async fn set_status(
     tx: &mut WriteTx,
@@ -319,9 +325,9 @@ async fn suspend(ctx: Ctx, req: AgentLifecycleRequest) -> ApiResult<AgentLifecyc
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
     let mut row = load(tx.conn(), &ws, &req.agent_id).await?;
-    if row.status != AgentStatus::Active.as_str() {
+    if !usable(&row) {
         return Err(precondition(format!(
-            "agent '{}' is {}; only an active agent can be suspended",
+            "agent '{}' is {}; only an active or provisioned agent can be suspended",
             row.name, row.status
         )));
     }
@@ -330,7 +336,7 @@ async fn suspend(ctx: Ctx, req: AgentLifecycleRequest) -> ApiResult<AgentLifecyc
     if req.cascade {
         for id in agents::descendants(tx.conn(), &ws, &row.id).await? {
             if let Some(mut child) = agents::get(tx.conn(), &ws, &id).await? {
-                if child.status == AgentStatus::Active.as_str() {
+                if usable(&child) {
                     set_status(&mut tx, &mut child, AgentStatus::Suspended, why.clone()).await?;
                     affected.push(child.id);
                 }
@@ -377,7 +383,12 @@ async fn reactivate(ctx: Ctx, req: ReactivateAgentRequest) -> ApiResult<AgentLif
             row.name, row.status
         )));
     }
-    set_status(&mut tx, &mut row, AgentStatus::Active, None).await?;
+    // Back to what it was before: `active` once it has been given a key or a grant.
+    let back = match agents::has_credentials(tx.conn(), &row.id).await? {
+        true => AgentStatus::Active,
+        false => AgentStatus::Provisioned,
+    };
+    set_status(&mut tx, &mut row, back, None).await?;
     let agent = view(tx.conn(), &row).await?;
     tx.commit().await?;
     tracing::info!(agent_id = %row.id, "Agent reactivated.");

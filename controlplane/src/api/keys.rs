@@ -124,6 +124,7 @@ async fn issue(
                 bound_subject: bound,
             };
             agents::insert_key(tx.conn(), &row).await?;
+            agents::activate(tx.conn(), &agent.id, now).await?;
             row
         }
     };

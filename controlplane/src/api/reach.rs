@@ -1,8 +1,9 @@
 //! `ListToolReach`: which tools each agent reaches. A tool is reached when a gateway the agent
 //! may use (granted, or open to all agents, and active) offers it (attached alone, or with its
 //! whole connection), it is in the catalog and not blocked, and the agent's allow list names
-//! it. Admin rule bundles can forbid more at call time; the gateway's `tools/list` as the agent
-//! is the last word.
+//! it. Only agents that may be called are listed (`active` or `provisioned`, SPEC). Admin rule
+//! bundles can forbid more at call time; the gateway's `tools/list` as the agent is the last
+//! word.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -90,6 +91,10 @@ async fn list(ctx: Ctx, _req: ListToolReachRequest) -> ApiResult<ListToolReachRe
     for agent in agent_rows {
         let agent_status =
             AgentStatus::parse(&agent.status).ok_or_else(|| views::corrupt("agent status"))?;
+        // SPEC: only agents that may be called (`active` or `provisioned`) are listed.
+        if !agent_status.is_usable() {
+            continue;
+        }
         let mut usable: HashSet<&str> = open.iter().copied().collect();
         usable.extend(
             grants
@@ -102,30 +107,28 @@ async fn list(ctx: Ctx, _req: ListToolReachRequest) -> ApiResult<ListToolReachRe
             .into_iter()
             .collect();
         let mut reached = Vec::new();
-        if agent_status == AgentStatus::Active {
-            for ((connection_id, tool), on) in &offers {
-                let (Some(connection), Some(tool_status)) = (
-                    connections.get(connection_id),
-                    status.get(&(connection_id.as_str(), tool.as_str())),
-                ) else {
-                    continue;
-                };
-                let name = format!("{connection}/{tool}");
-                let gateway_ids: Vec<String> = on
-                    .iter()
-                    .filter(|g| usable.contains(g.as_str()))
-                    .cloned()
-                    .collect();
-                if gateway_ids.is_empty() || !allowed.contains(&name) {
-                    continue;
-                }
-                reached.push(ReachedTool {
-                    tool: name,
-                    connection_id: connection_id.clone(),
-                    status: tool_status.to_string(),
-                    gateway_ids,
-                });
+        for ((connection_id, tool), on) in &offers {
+            let (Some(connection), Some(tool_status)) = (
+                connections.get(connection_id),
+                status.get(&(connection_id.as_str(), tool.as_str())),
+            ) else {
+                continue;
+            };
+            let name = format!("{connection}/{tool}");
+            let gateway_ids: Vec<String> = on
+                .iter()
+                .filter(|g| usable.contains(g.as_str()))
+                .cloned()
+                .collect();
+            if gateway_ids.is_empty() || !allowed.contains(&name) {
+                continue;
             }
+            reached.push(ReachedTool {
+                tool: name,
+                connection_id: connection_id.clone(),
+                status: tool_status.to_string(),
+                gateway_ids,
+            });
         }
         reached.sort_by(|a, b| a.tool.cmp(&b.tool));
         reach.push(AgentReach {

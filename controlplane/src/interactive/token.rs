@@ -189,6 +189,7 @@ async fn by_code(app: &App, client: &ClientRow, f: &Form) -> Result<Response, Re
     let reply = issue(app, &grant, &refresh).await?;
     let mut tx = app.store.write_unscoped().await?;
     interactive::insert_grant(tx.conn(), &grant).await?;
+    agents::activate(tx.conn(), &grant.agent_id, now).await?;
     let expires = now + REFRESH_SECS * 1000;
     interactive::insert_refresh(tx.conn(), &keys::hash(&refresh), &grant.id, expires).await?;
     tx.commit().await?;

@@ -286,6 +286,31 @@ pub async fn keys(conn: &mut Conn, agent_id: &str) -> Result<Vec<KeyRow>, StoreE
     )
 }
 
+/// Marks a `provisioned` agent `active`: its first key or interactive grant was issued.
+pub async fn activate(conn: &mut Conn, id: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE agents SET status = 'active', updated_at = $1 WHERE id = $2 \
+         AND status = 'provisioned'",
+    )
+    .bind(now)
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Whether the agent was ever given a way to call: a key, or a person's interactive grant.
+pub async fn has_credentials(conn: &mut Conn, id: &str) -> Result<bool, StoreError> {
+    let (count,): (i64,) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM agent_keys WHERE agent_id = $1) \
+         + (SELECT COUNT(*) FROM interactive_grants WHERE agent_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(conn)
+    .await?;
+    Ok(count > 0)
+}
+
 pub async fn all_keys(conn: &mut Conn, workspace_id: &str) -> Result<Vec<KeyRow>, StoreError> {
     Ok(sqlx::query_as(
         "SELECT * FROM agent_keys WHERE workspace_id = $1 ORDER BY agent_id, created_at",

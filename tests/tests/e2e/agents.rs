@@ -44,7 +44,7 @@ async fn register_every_field(cp: &ControlPlane) {
                "actas_config_name": "corp", "interactive_access": true}),
     )
     .await;
-    assert_eq!(a["status"], "active");
+    assert_eq!(a["status"], "provisioned", "registered, no key yet");
     assert_eq!(a["parent_id"], aid(&parent).as_str());
     assert_eq!(a["metadata"], json!({"team": "x", "n": 1}));
     assert_eq!(a["token_ttl"], "15m");
@@ -339,7 +339,7 @@ async fn suspend_cascades_and_reactivate(cp: &ControlPlane) {
         "without cascade only the agent is suspended"
     );
     assert_eq!(r["agent"]["status_reason"], "audit");
-    assert_eq!(status(cp, &aid(&grandchild)).await, "active");
+    assert_eq!(status(cp, &aid(&grandchild)).await, "provisioned");
     cp.call(
         AGENTS,
         "SuspendAgent",
@@ -388,7 +388,10 @@ async fn suspend_cascades_and_reactivate(cp: &ControlPlane) {
             cp.body(json!({"agent_id": aid(&root)})),
         )
         .await;
-    assert_eq!(r["agent"]["status"], "active");
+    assert_eq!(
+        r["agent"]["status"], "provisioned",
+        "back to what it was: no key was ever issued"
+    );
     assert_eq!(
         status(cp, &aid(&child)).await,
         "suspended",

@@ -494,7 +494,8 @@ async fn status_summarises_and_completions_need_no_server() {
     );
     assert_eq!(
         s["agents"],
-        serde_json::json!({"active": 1, "suspended": 1})
+        serde_json::json!({"provisioned": 1, "suspended": 1}),
+        "registered without a key, an agent is provisioned"
     );
     assert_eq!(
         (s["models"].as_u64(), s["tools"].as_u64()),

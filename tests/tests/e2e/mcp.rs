@@ -398,3 +398,66 @@ async fn injected_credentials_results_pagination_sessions_and_cache() {
         "the gateway log holds an upstream secret"
     );
 }
+
+/// `ListToolReach` lists only agents that may call (SPEC: `active` or `provisioned`), and a
+/// provisioned agent reaches its tools like an active one. A new agent is `provisioned` until
+/// its first key; reactivation returns an agent to whichever of the two it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_reach_lists_the_agents_that_may_call_in_every_status() {
+    let m = Mcp::start().await;
+    let server = Everything::http().await;
+    m.attach(json!({"name": "things", "protocol": "streamable-http", "auth_method": "none", "protocol_config": {"url": server.url}})).await;
+    let cp = &m.cp;
+    let agent = |name: &str| json!({"name": name, "allowed_gateway_ids": [cp.default_gateway_id], "allowed_tools": ["things/echo"]});
+    let by_name = |name: &str| cp.body(json!({"agent_id": name}));
+    for name in ["fresh", "keyed", "paused", "gone"] {
+        let a = cp.ok(AGENTS, "RegisterAgent", cp.body(agent(name))).await;
+        assert_eq!(
+            a["agent"]["status"], "provisioned",
+            "nothing issued yet: {a}"
+        );
+    }
+    for name in ["keyed", "paused"] {
+        let key = json!({"agent_id": name, "name": "k"});
+        cp.ok(AGENTS, "CreateAgentKey", cp.body(key)).await;
+    }
+    cp.ok(AGENTS, "SuspendAgent", by_name("paused")).await;
+    cp.ok(AGENTS, "RevokeAgent", by_name("gone")).await;
+
+    let reach = cp.ok(AGENTS, "ListToolReach", cp.body(json!({}))).await;
+    let listed: Vec<(String, String, Vec<String>)> = reach["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["name"] != "bot")
+        .map(|a| {
+            let tools = a["tools"].as_array().unwrap().iter();
+            let tools = tools.map(|t| t["tool"].as_str().unwrap().to_string());
+            (
+                a["name"].as_str().unwrap().to_string(),
+                a["status"].as_str().unwrap().to_string(),
+                tools.collect(),
+            )
+        })
+        .collect();
+    let echo = vec!["things/echo".to_string()];
+    let mut want = vec![
+        ("fresh".to_string(), "provisioned".to_string(), echo.clone()),
+        ("keyed".to_string(), "active".to_string(), echo.clone()),
+    ];
+    let mut listed = listed;
+    listed.sort();
+    want.sort();
+    assert_eq!(
+        listed, want,
+        "suspended and revoked agents are not listed: {reach:#}"
+    );
+
+    // Suspending and reactivating keeps what the agent was: a keyed one comes back active,
+    // one with nothing issued comes back provisioned.
+    let back = cp.ok(AGENTS, "ReactivateAgent", by_name("paused")).await;
+    assert_eq!(back["agent"]["status"], "active");
+    cp.ok(AGENTS, "SuspendAgent", by_name("fresh")).await;
+    let back = cp.ok(AGENTS, "ReactivateAgent", by_name("fresh")).await;
+    assert_eq!(back["agent"]["status"], "provisioned");
+}
