@@ -30,7 +30,6 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use portcullis_shared::api::agents::AgentStatus;
 use rand::distributions::{Alphanumeric, DistString};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -206,8 +205,7 @@ pub fn admits(agent: &AgentRow, subject: &str, email: &str) -> bool {
 
 /// Whether anyone may sign in to use the agent: interactive access on and the agent usable.
 fn takes_sign_ins(agent: &AgentRow) -> bool {
-    let usable = AgentStatus::parse(&agent.status).is_some_and(AgentStatus::is_usable);
-    agent.interactive_access != 0 && usable
+    agent.interactive_access != 0 && agent.is_usable()
 }
 
 /// Revokes the agent's grants its settings (as stored now) no longer admit; how many.

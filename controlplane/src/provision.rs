@@ -170,13 +170,8 @@ async fn store(
     )
     .await?;
     tx.commit().await?;
-    let kind = if c.owner == Owner::Model {
-        "model"
-    } else {
-        "tool"
-    };
     let resource = ResourceRef {
-        kind: kind.into(),
+        kind: c.owner.as_str().into(),
         id: c.id.clone(),
         name: c.name.clone(),
         ..Default::default()

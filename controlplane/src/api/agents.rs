@@ -301,11 +301,6 @@ fn reason(text: Option<String>) -> ApiResult<Option<String>> {
     }
 }
 
-/// Whether the agent may be called: `active` or `provisioned`.
-fn usable(row: &agents::AgentRow) -> bool {
-    AgentStatus::parse(&row.status).is_some_and(AgentStatus::is_usable)
-}
-
 /// Sets a status, saves, and returns the rendered agent.
 async fn set_status(
     tx: &mut WriteTx,
@@ -325,7 +320,7 @@ async fn suspend(ctx: Ctx, req: AgentLifecycleRequest) -> ApiResult<AgentLifecyc
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
     let mut row = load(tx.conn(), &ws, &req.agent_id).await?;
-    if !usable(&row) {
+    if !row.is_usable() {
         return Err(precondition(format!(
             "agent '{}' is {}; only an active or provisioned agent can be suspended",
             row.name, row.status
@@ -336,7 +331,7 @@ async fn suspend(ctx: Ctx, req: AgentLifecycleRequest) -> ApiResult<AgentLifecyc
     if req.cascade {
         for id in agents::descendants(tx.conn(), &ws, &row.id).await? {
             if let Some(mut child) = agents::get(tx.conn(), &ws, &id).await? {
-                if usable(&child) {
+                if child.is_usable() {
                     set_status(&mut tx, &mut child, AgentStatus::Suspended, why.clone()).await?;
                     affected.push(child.id);
                 }

@@ -4,7 +4,7 @@
 //! against the public keys in their snapshot and the agent's status at their current snapshot.
 
 use portcullis_shared::api::agents::{
-    ActAsMethod, AgentStatus, BoundSubject, ExchangeAgentKeyRequest, ExchangedToken,
+    ActAsMethod, BoundSubject, ExchangeAgentKeyRequest, ExchangedToken,
 };
 use portcullis_shared::snapshot::{AgentTokenClaims, AGENT_TOKEN_ISSUER};
 
@@ -72,7 +72,7 @@ async fn exchange(ctx: Ctx, req: ExchangeAgentKeyRequest) -> ApiResult<Exchanged
     let agent = agents::get(&mut conn, &ws, &caller.agent_id)
         .await?
         .ok_or_else(|| ApiError::Unauthenticated("unknown or revoked API key".into()))?;
-    if !AgentStatus::parse(&agent.status).is_some_and(AgentStatus::is_usable) {
+    if !agent.is_usable() {
         return Err(precondition(format!(
             "agent '{}' is {}; its keys cannot be exchanged",
             agent.name, agent.status

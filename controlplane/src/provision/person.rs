@@ -200,10 +200,8 @@ async fn form(
     let (ws, link) = (&row.workspace_id, &row.token_hash);
     interactive::put_pending(tx.conn(), cipher, FORM, &key, ws, link, row.expires_at).await?;
     tx.commit().await?;
-    let what = match owner {
-        crate::store::credentials::Owner::Model => "model",
-        _ => "tool",
-    };
+    // A per-user connection is a model's or a tool's.
+    let what = owner.as_str();
     let body = format!(
         "<p>Your agent needs your own API key for the {what} <b>{}</b> to act for you \
          (<code>{}</code>). It is stored encrypted, used only for your calls, and never shown \

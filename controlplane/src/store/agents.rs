@@ -30,6 +30,14 @@ pub struct AgentRow {
     pub updated_at: i64,
 }
 
+impl AgentRow {
+    /// Whether the agent may be called: `active` or `provisioned`.
+    pub fn is_usable(&self) -> bool {
+        portcullis_shared::api::agents::AgentStatus::parse(&self.status)
+            .is_some_and(portcullis_shared::api::agents::AgentStatus::is_usable)
+    }
+}
+
 pub async fn insert(conn: &mut Conn, r: &AgentRow) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO agents (id, workspace_id, name, status, status_reason, parent_id, metadata, \
