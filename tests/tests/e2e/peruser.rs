@@ -67,11 +67,16 @@ async fn setup(fake_url: &str) -> Setup {
 impl Setup {
     /// One JSON-RPC call to the gateway's MCP endpoint as `sub`.
     async fn rpc(&self, sub: &str, method: &str, params: Value) -> Value {
+        self.rpc_as(&hmac_header(sub, SECRET), method, params).await
+    }
+
+    /// One JSON-RPC call with this act-as header.
+    async fn rpc_as(&self, act_as: &str, method: &str, params: Value) -> Value {
         let url = format!("{}/mcp", self.gw.gateway_url(&self.cp.default_gateway_id));
         let r = reqwest::Client::new()
             .post(url)
             .bearer_auth(&self.key)
-            .header("x-svc-act-as", hmac_header(sub, SECRET))
+            .header("x-svc-act-as", act_as)
             .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
             .send()
             .await
@@ -285,6 +290,39 @@ async fn per_user_tool_provisioned_then_revoked() {
         "a deleted per-user credential stopped being used after {:?}",
         deleted.elapsed()
     );
+}
+
+/// A person identified by an OpenID token: their link is theirs by `sub` at the same provider,
+/// so someone else signed in there is refused and they are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openid_persons_link_is_matched_by_sub() {
+    let fake = FakeMcp::start(U1_KEY, false).await;
+    let s = setup(&fake.url()).await;
+    let bot =
+        s.cp.ok(
+            portcullis_tests::controlplane::AGENTS,
+            "UpdateAgent",
+            s.cp.body(json!({"agent_id": "bot", "actas_method": "oidc",
+                "actas_allowed_subjects": ["alice"]})),
+        )
+        .await;
+    let agent_id = bot["agent"]["agent_id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let token = s.issuer.forge("valid", "alice", Some(&agent_id)).await;
+    let params = json!({"name": "pu/whoami", "arguments": {}});
+    let url = link(&s.rpc_as(&token, "tools/call", params.clone()).await);
+    let (status, html) = s.issuer.provide(&url, "bob", "bobs-key").await;
+    assert_eq!(status, 403, "{html}");
+    let (status, html) = s.issuer.provide(&url, "alice", U1_KEY).await;
+    assert_eq!(status, 200, "{html}");
+    let listed =
+        s.cp.ok(
+            MGMT,
+            "ListUserCredentials",
+            s.cp.body(json!({"connection_id": s.tool_id})),
+        )
+        .await;
+    assert_eq!(listed["credentials"][0]["subject"], "alice", "{listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
