@@ -206,22 +206,15 @@ async fn call(
     if !rc.gateway.offers(&entry.id, tool) {
         return Err(unknown());
     }
-    let cataloged = entry.catalog.get(tool);
-    match cataloged {
+    let cataloged = entry.catalog.get(tool).cloned();
+    match &cataloged {
         None if !entry.per_user => return Err(not_cataloged(name)),
-        Some((ToolStatus::Blocked, message)) => {
-            let reason = match message {
-                Some(m) => format!("{name} is blocked: {m}"),
-                None => format!("{name} is blocked"),
-            };
-            let d = Denial {
-                reason,
-                reason_code: "blocked",
-                determining_policy: format!("blocked/{name}"),
-            };
-            return Err(RpcError::denied(&d, rc.request_id));
+        Some(status) => {
+            if let Some(refusal) = blocked(name, status, rc.request_id) {
+                return Err(refusal);
+            }
         }
-        _ => {}
+        None => {}
     }
     authz::check_tool(
         rc.snap,
@@ -233,12 +226,12 @@ async fn call(
         rc.memoize,
     )
     .map_err(|d| RpcError::denied(&d, rc.request_id))?;
-    if cataloged.is_none() {
-        // Per-user operations are discovered with a person's credential: one without it
-        // learns where to provide it first.
-        person(gw, rc, entry).await?;
-        return Err(not_cataloged(name));
-    }
+    // A per-user call goes with the person's own credential; one without it learns where to
+    // provide it.
+    let person = match entry.per_user {
+        true => Some(person(gw, rc, entry).await?),
+        false => None,
+    };
     let extra = list::actas_headers(entry, rc)
         .map_err(|why| RpcError::gateway(why, "actas_required", rc.request_id))?;
     let mut arguments = params
@@ -256,15 +249,25 @@ async fn call(
         guards,
     )
     .map_err(|f| guard::refusal(&f, rc.request_id))?;
-    let person = match entry.per_user {
-        true => Some(person(gw, rc, entry).await?),
-        false => None,
-    };
     let session = gw
         .upstreams
         .session_as(gw, entry, person.as_ref().map(|(sub, h)| (sub.as_str(), h)))
         .await
         .map_err(|e| RpcError::gateway(e.to_string(), "upstream_error", rc.request_id))?;
+    if cataloged.is_none() {
+        // Not in the snapshot's catalog yet: discovered with this person's credential.
+        let statuses = gw
+            .per_user_found
+            .statuses(gw, entry, &session, &extra)
+            .await
+            .map_err(|e| RpcError::gateway(e, "upstream_error", rc.request_id))?;
+        let status = statuses.get(tool).ok_or_else(|| {
+            RpcError::new(-32602, format!("{name} is not offered by its upstream"))
+        })?;
+        if let Some(refusal) = blocked(name, status, rc.request_id) {
+            return Err(refusal);
+        }
+    }
     let mut upstream_params = json!({"name": tool, "arguments": arguments});
     if let Some(meta) = params.get("_meta") {
         upstream_params["_meta"] = meta.clone();
@@ -341,6 +344,27 @@ async fn person(
             Err(RpcError::refused(&err, rc.request_id))
         }
     }
+}
+
+/// A blocked operation's refusal (a denial, with its administrator's message).
+fn blocked(
+    name: &str,
+    (status, message): &crate::mcp::discovery::Status,
+    request_id: &str,
+) -> Option<RpcError> {
+    if *status != ToolStatus::Blocked {
+        return None;
+    }
+    let reason = match message {
+        Some(m) => format!("{name} is blocked: {m}"),
+        None => format!("{name} is blocked"),
+    };
+    let d = Denial {
+        reason,
+        reason_code: "blocked",
+        determining_policy: format!("blocked/{name}"),
+    };
+    Some(RpcError::denied(&d, request_id))
 }
 
 fn not_cataloged(name: &str) -> RpcError {

@@ -22,8 +22,9 @@ pub fn operations() -> Vec<(&'static str, Operation)> {
     ]
 }
 
-/// A gateway reports the operations it listed on a shared tool upstream. New ones enter the
-/// catalog `active`; known ones keep their status. Nothing changed, nothing is written (so
+/// A gateway reports the operations it listed on a tool upstream (a shared one's, or a
+/// per-user one's with a caller's own credential), and learns their catalog status: new ones
+/// enter the catalog `active`; known ones keep their status. Nothing changed, nothing is written (so
 /// reports do not wake every gateway).
 async fn report_tools(ctx: Ctx, req: ReportToolsRequest) -> ApiResult<ReportToolsResponse> {
     if req.tools.len() > 2000 {
@@ -33,11 +34,19 @@ async fn report_tools(ctx: Ctx, req: ReportToolsRequest) -> ApiResult<ReportTool
     let mut tx = ctx.store().write(&ws).await?;
     let row = crate::api::tools::load(tx.conn(), &ws, &req.connection_id).await?;
     let (added, changed) = record(tx.conn(), &row.id, &req.tools).await?;
+    let reported: std::collections::HashSet<&str> =
+        req.tools.iter().map(|t| t.name.as_str()).collect();
+    let mut catalog = Vec::new();
+    for c in tools::catalog(tx.conn(), &row.id).await? {
+        if reported.contains(c.tool.as_str()) {
+            catalog.push(crate::api::tools::catalog::entry(&c, false)?);
+        }
+    }
     if changed {
         tx.commit().await?;
         tracing::info!(connection_id = %row.id, added, "Tool catalog updated from discovery.");
     }
-    Ok(ReportToolsResponse { added })
+    Ok(ReportToolsResponse { added, catalog })
 }
 
 /// Records operations seen upstream (unusable names skipped): how many were new, and whether

@@ -1,18 +1,26 @@
 //! Discovery: the gateway lists each shared tool connection's operations when it starts and
 //! when the connection changes, and reports them to the control plane's catalog
-//! (`SyncService/ReportTools`). Runs on the background runtime, never on a request.
+//! (`SyncService/ReportTools`), on the background runtime. A per-user connection is listed
+//! with a caller's own credential: by the lists people make, and by a call for an operation
+//! the snapshot's catalog does not have yet ([`PerUser`]).
 
-use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use portcullis_shared::api::tools::{DiscoveredTool, ReportToolsRequest};
+use portcullis_shared::api::tools::{
+    CatalogEntry, DiscoveredTool, ReportToolsRequest, ReportToolsResponse, ToolStatus,
+};
 use serde_json::Value;
 
 use crate::snapshot::{Compiled, ToolEntry, ToolTransport};
 use crate::Gateway;
 
-async fn report(gw: &Gateway, tool: &ToolEntry, tools: &[Value]) -> Result<(), String> {
+async fn report(
+    gw: &Gateway,
+    tool: &ToolEntry,
+    tools: &[Value],
+) -> Result<ReportToolsResponse, String> {
     let url = format!(
         "{}/svc.sync.v1.SyncService/ReportTools",
         gw.config.control_plane_url.trim_end_matches('/')
@@ -34,7 +42,10 @@ async fn report(gw: &Gateway, tool: &ToolEntry, tools: &[Value]) -> Result<(), S
     if !response.status().is_success() {
         return Err(format!("the control plane answered {}", response.status()));
     }
-    Ok(())
+    response
+        .json()
+        .await
+        .map_err(|_| "the control plane's answer was not understood".to_string())
 }
 
 /// Lists one connection upstream and reports it.
@@ -108,4 +119,107 @@ pub fn report_later(gw: &Arc<Gateway>, tool: &Arc<ToolEntry>, tools: Vec<Value>)
             tracing::warn!(tool = %tool.name, error = %e, "Could not report newly seen operations.");
         }
     });
+}
+
+/// A status from the catalog: the operation's status and its administrator's message.
+pub type Status = (ToolStatus, Option<String>);
+
+/// How long a per-user connection's discovered operations answer calls before the upstream
+/// is asked again (the snapshot's catalog has them well before).
+const FOUND_TTL: Duration = Duration::from_secs(30);
+
+/// What one discovery of a per-user connection found: its configuration, when, and each
+/// operation's catalog status.
+struct Found {
+    fingerprint: String,
+    at: Instant,
+    statuses: Arc<HashMap<String, Status>>,
+}
+
+/// Per-user connections discovered for calls the snapshot's catalog cannot answer yet: one
+/// discovery at a time per connection, shared by every call waiting on it.
+#[derive(Default)]
+pub struct PerUser {
+    connections: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Found>>>>>,
+}
+
+impl PerUser {
+    /// The catalog status of the connection's operations, discovered with this caller's
+    /// session (and act-as headers) unless a discovery made meanwhile still answers. The
+    /// operations are recorded in the control plane's catalog before they are answered for;
+    /// when it cannot be reached, nothing is.
+    pub async fn statuses(
+        &self,
+        gw: &Gateway,
+        tool: &ToolEntry,
+        session: &super::upstream::Session,
+        extra: &[(http::HeaderName, http::HeaderValue)],
+    ) -> Result<Arc<HashMap<String, Status>>, String> {
+        let slot = {
+            let mut map = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+            map.retain(|_, slot| in_use_or_fresh(slot));
+            map.entry(tool.id.clone()).or_default().clone()
+        };
+        let mut found = slot.lock().await;
+        if fresh(&found, Some(&tool.fingerprint)) {
+            return Ok(found
+                .as_ref()
+                .map(|f| f.statuses.clone())
+                .unwrap_or_default());
+        }
+        let listed = session
+            .list_all_tools(gw, extra)
+            .await
+            .map_err(|e| format!("{}: {e}", tool.name))?;
+        let listed: Vec<Value> = listed
+            .into_iter()
+            .filter(|t| t.get("name").and_then(Value::as_str).is_some())
+            .collect();
+        let reported = report(gw, tool, &listed).await?;
+        let statuses = Arc::new(by_name(reported.catalog));
+        *found = Some(Found {
+            fingerprint: tool.fingerprint.clone(),
+            at: Instant::now(),
+            statuses: statuses.clone(),
+        });
+        // Lists made before now left these operations out.
+        gw.tools_cache.clear();
+        Ok(statuses)
+    }
+
+    /// An operation's status from a discovery that still answers, without waiting for one
+    /// in progress: how a list shows what a call just found, before the snapshot has it.
+    pub fn peek(&self, tool: &ToolEntry, name: &str) -> Option<Status> {
+        let slot = self
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tool.id)?
+            .clone();
+        let found = slot.try_lock().ok()?;
+        if !fresh(&found, Some(&tool.fingerprint)) {
+            return None;
+        }
+        found.as_ref()?.statuses.get(name).cloned()
+    }
+}
+
+/// Whether a connection's entry is worth keeping: a call holds it, or what it found still
+/// answers.
+fn in_use_or_fresh(slot: &Arc<tokio::sync::Mutex<Option<Found>>>) -> bool {
+    Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |f| fresh(&f, None))
+}
+
+/// Whether a discovery still answers (for this configuration, when one is named).
+fn fresh(found: &Option<Found>, fingerprint: Option<&str>) -> bool {
+    found.as_ref().is_some_and(|f| {
+        f.at.elapsed() < FOUND_TTL && fingerprint.is_none_or(|fp| fp == f.fingerprint)
+    })
+}
+
+fn by_name(catalog: Vec<CatalogEntry>) -> HashMap<String, Status> {
+    catalog
+        .into_iter()
+        .map(|c| (c.name, (c.status, c.message)))
+        .collect()
 }

@@ -40,6 +40,14 @@ impl ToolsCache {
             .map(|c| c.tools.clone())
     }
 
+    /// Forgets every list (operations were found that they left out).
+    pub fn clear(&self) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     fn put(&self, key: String, revision: u64, tools: Arc<Vec<Value>>) {
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, c| c.revision == revision && c.at.elapsed() < TTL);
@@ -72,8 +80,9 @@ pub fn actas_headers(
             tool.name
         )
     })?;
-    let value = HeaderValue::from_str(raw)
+    let mut value = HeaderValue::from_str(raw)
         .map_err(|_| "the act-as assertion is not a valid header value".to_string())?;
+    value.set_sensitive(true);
     Ok(actas_headers
         .iter()
         .map(|h| (h.clone(), value.clone()))
@@ -232,13 +241,21 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Found {
             if !rc.gateway.offers(&tool.id, &name) {
                 continue;
             }
-            let (status, message) = match tool.catalog.get(&name) {
+            let cataloged = tool
+                .catalog
+                .get(&name)
+                .cloned()
+                .or_else(|| match tool.per_user {
+                    true => gw.per_user_found.peek(tool, &name),
+                    false => None,
+                });
+            let (status, message) = match cataloged {
                 None => {
                     unknown.push(t.clone());
                     continue;
                 }
                 Some((ToolStatus::Blocked, _)) => continue,
-                Some((status, message)) => (*status, message.clone()),
+                Some((status, message)) => (status, message),
             };
             let full = format!("{}/{name}", tool.name);
             let decision = authz::check_tool(

@@ -314,10 +314,14 @@ impl DiscoveredTool {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReportToolsResponse {
     /// Operations new to the catalog.
     pub added: u64,
+    /// The catalog entries of the operations reported (without schemas), as now stored: new
+    /// ones `active`, known ones with the status an administrator gave them.
+    #[serde(default)]
+    pub catalog: Vec<CatalogEntry>,
 }
 
 impl super::WorkspaceScoped for ReportToolsRequest {

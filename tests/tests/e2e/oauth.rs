@@ -34,7 +34,12 @@ async fn offered(cp: &ControlPlane, create: &str, body: Value, attach: &str) -> 
 }
 
 /// A tool connection `name` to the OAuth-protected server, offered on the default gateway.
-async fn oauth_tool(cp: &ControlPlane, name: &str, credential_type: &str, url: &str) -> String {
+pub(crate) async fn oauth_tool(
+    cp: &ControlPlane,
+    name: &str,
+    credential_type: &str,
+    url: &str,
+) -> String {
     let body = json!({"name": name, "protocol": "streamable-http", "auth_method": "oauth",
         "credential_type": credential_type, "protocol_config": {"url": url}});
     offered(
@@ -80,10 +85,23 @@ async fn rpc_status(
     method: &str,
     params: Value,
 ) -> (u16, Value) {
+    let act_as = sub.map(|sub| hmac_header(sub, SECRET));
+    rpc_acting(cp, gw, key, act_as.as_deref(), method, params).await
+}
+
+/// One JSON-RPC call with this act-as assertion, if any; its HTTP status and answer.
+async fn rpc_acting(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    key: &str,
+    act_as: Option<&str>,
+    method: &str,
+    params: Value,
+) -> (u16, Value) {
     let url = format!("{}/mcp", gw.gateway_url(&cp.default_gateway_id));
     let mut request = reqwest::Client::new().post(url).bearer_auth(key);
-    if let Some(sub) = sub {
-        request = request.header("x-svc-act-as", hmac_header(sub, SECRET));
+    if let Some(act_as) = act_as {
+        request = request.header("x-svc-act-as", act_as);
     }
     let r = request
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
@@ -147,7 +165,7 @@ fn text(answer: &Value) -> String {
 }
 
 /// The tool connection as `GetMCPServerConnection` shows it.
-async fn oauth_state(cp: &ControlPlane, id: &str) -> Value {
+pub(crate) async fn oauth_state(cp: &ControlPlane, id: &str) -> Value {
     cp.ok(
         MGMT,
         "GetMCPServerConnection",
@@ -199,7 +217,7 @@ async fn assert_unseen(cp: &ControlPlane, gw: &GatewayProcess, tokens: &[String]
     }
 }
 
-async fn events(cp: &ControlPlane, kind: &str) -> Vec<Value> {
+pub(crate) async fn events(cp: &ControlPlane, kind: &str) -> Vec<Value> {
     let found = cp
         .ok(
             "svc.audit.v1.AuditService",
@@ -435,6 +453,152 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     .mentions("no credential is stored for subject 'nobody@example.com'");
     assert_eq!(events(&cp, "credential.provisioned").await.len(), 2);
     assert_unseen(&cp, &gw, &mcp.tokens()).await;
+}
+
+/// Per-user OAuth tools before anyone listed them: a person with a grant calls straight away
+/// (the gateway discovers with their grant), and an administrator's own grant, attached with
+/// `act_as_sub` and synced, serves the agent acting as them: listed, and called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_user_oauth_tools_answer_without_a_prior_list() {
+    let issuer = OidcIssuer::start().await;
+    let mcp = OAuthUpstream::start(&issuer.issuer).await;
+    let cp = ControlPlane::start(Backend::Sqlite).await;
+    let pu = oauth_tool(&cp, "pu", "per-user", &mcp.url()).await;
+    let pa = oauth_tool(&cp, "pa", "per-user", &mcp.url()).await;
+    cp.ok(
+        AGENTS,
+        "RegisterAgent",
+        cp.body(
+            json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
+            "allowed_tools": ["pu/whoami", "pa/whoami"], "actas_method": "oidc",
+            "actas_oidc_url": issuer.issuer,
+            "actas_allowed_subjects": ["u1", "admin@example.com"]}),
+        ),
+    )
+    .await;
+    let key = cp
+        .ok(
+            AGENTS,
+            "CreateAgentKey",
+            cp.body(json!({"agent_id": "bot", "name": "k"})),
+        )
+        .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let agent_id = cp
+        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "bot"})))
+        .await["agent"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gw = GatewayProcess::start(&cp).await;
+    let call = |token: String, tool: &'static str| {
+        let (cp, gw, key) = (&cp, &gw, &key);
+        async move {
+            let params = json!({"name": format!("{tool}/whoami"), "arguments": {}});
+            rpc_acting(cp, gw, key, Some(&token), "tools/call", params).await
+        }
+    };
+
+    // A person: the link, their consent, then the call — no list in between.
+    let u1 = issuer.forge("valid", "u1", Some(&agent_id)).await;
+    let (_, refusal) = call(u1.clone(), "pu").await;
+    let link = refusal["error"]["data"]["provision_url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{refusal}"))
+        .to_string();
+    assert_eq!(issuer.browse(&link, "u1").await.0, 200);
+    let (status, answer) = call(u1, "pu").await;
+    assert_eq!((status, text(&answer)), (200, "u1".to_string()), "{answer}");
+    let catalog = cp
+        .ok(
+            MGMT,
+            "ListConnectionTools",
+            cp.body(json!({"connection_id": pu})),
+        )
+        .await;
+    assert!(catalog.to_string().contains("\"whoami\""), "{catalog}");
+
+    // The administrator's own grant and synced catalog; their agent lists and calls with it.
+    let body = json!({"connection_id": pa, "act_as_sub": "admin@example.com"});
+    consent(
+        &cp,
+        &issuer,
+        "BeginMCPServerOAuthConnect",
+        body,
+        "admin-at-idp",
+    )
+    .await;
+    let body = json!({"connection_id": pa, "act_as_sub": "admin@example.com"});
+    cp.ok(MGMT, "SyncMCPServerConnectionTools", cp.body(body))
+        .await;
+    gw.caught_up(&cp).await;
+    let admin = issuer
+        .forge("valid", "admin@example.com", Some(&agent_id))
+        .await;
+    let (status, listed) = rpc_acting(&cp, &gw, &key, Some(&admin), "tools/list", json!({})).await;
+    assert_eq!(status, 200, "{listed}");
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"pa/whoami"), "{listed}");
+    let (status, answer) = call(admin, "pa").await;
+    assert_eq!(
+        (status, text(&answer)),
+        (200, "admin-at-idp".to_string()),
+        "{answer}"
+    );
+
+    // An HMAC identity is only as good as its agent's secret: that agent acting as the
+    // administrator does not get their grant, but one attached for it by name.
+    let hb = agent(
+        &cp,
+        "hb",
+        json!({"allowed_tools": ["pa/whoami"]}),
+        Some(&issuer.issuer),
+    )
+    .await;
+    cp.ok(
+        AGENTS,
+        "UpdateAgent",
+        cp.body(json!({"agent_id": "hb", "actas_allowed_subjects": ["admin@example.com"]})),
+    )
+    .await;
+    gw.caught_up(&cp).await;
+    let hmac_admin = hmac_header("admin@example.com", SECRET);
+    let params = json!({"name": "pa/whoami", "arguments": {}});
+    let (_, refused) = rpc_acting(&cp, &gw, &hb, Some(&hmac_admin), "tools/call", params).await;
+    assert_eq!(
+        refused["error"]["data"]["reason_code"], "credential_required",
+        "{refused}"
+    );
+    let hb_id = cp
+        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "hb"})))
+        .await["agent"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let subject = format!("admin@example.com|hmac:{hb_id}");
+    let body = json!({"connection_id": pa, "act_as_sub": subject});
+    consent(
+        &cp,
+        &issuer,
+        "BeginMCPServerOAuthConnect",
+        body,
+        "admin-at-idp",
+    )
+    .await;
+    let (status, listed) =
+        rpc_acting(&cp, &gw, &hb, Some(&hmac_admin), "tools/list", json!({})).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(
+        listed["result"]["tools"][0]["name"], "pa/whoami",
+        "{listed}"
+    );
 }
 
 /// A model connection to the OAuth-protected upstream's `/v1`, offered on the default gateway.

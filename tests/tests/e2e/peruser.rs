@@ -325,6 +325,60 @@ async fn an_openid_persons_link_is_matched_by_sub() {
     assert_eq!(listed["credentials"][0]["subject"], "alice", "{listed}");
 }
 
+/// A person with a stored key calls a per-user tool in a fresh session without listing first
+/// (as a stateless MCP client, or one that knows the tool from another replica, does): the
+/// gateway discovers the connection with that person's credential and answers; the operation
+/// is in the catalog from then on. One without a credential still gets the link; an operation
+/// the upstream does not have is refused as unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_with_a_key_calls_without_listing_first() {
+    let fake = FakeMcp::start(U1_KEY, false).await;
+    let s = setup(&fake.url()).await;
+    let url = link(&s.call("u1").await);
+    assert_eq!(s.issuer.provide(&url, "u1", U1_KEY).await.0, 200);
+
+    let answer = s.call("u1").await;
+    let seen = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the first call, with no list before it: {answer}"));
+    assert!(seen.contains(&format!("Bearer {U1_KEY}")), "{seen}");
+    let catalog =
+        s.cp.ok(
+            MGMT,
+            "ListConnectionTools",
+            s.cp.body(json!({"connection_id": s.tool_id})),
+        )
+        .await;
+    let whoami = catalog["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "whoami")
+        .unwrap_or_else(|| panic!("recorded by the call: {catalog}"));
+    assert_eq!(whoami["status"], "active", "{catalog}");
+
+    // Someone without a credential: the link, not a catalog error.
+    link(&s.call("u2").await);
+    // An operation the upstream does not offer: unknown, whoever asks.
+    s.cp.ok(
+        portcullis_tests::controlplane::AGENTS,
+        "UpdateAgent",
+        s.cp.body(json!({"agent_id": "bot", "allowed_tools": ["pu/whoami", "pu/nope"]})),
+    )
+    .await;
+    s.gw.caught_up(&s.cp).await;
+    let params = json!({"name": "pu/nope", "arguments": {}});
+    let unknown = s.rpc("u1", "tools/call", params).await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("pu/nope is not offered by its upstream"),
+        "{unknown}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_user_model_through_the_openai_sdk() {
     let issuer = OidcIssuer::start().await;
