@@ -67,6 +67,16 @@ pub struct DeliveryRow {
     pub updated_at: i64,
 }
 
+impl DeliveryRow {
+    /// The body while it is retained: the hourly purge clears it, but past `body_expires_at`
+    /// it is neither sent, shown nor replayed before then either.
+    pub fn retained_body(&self, now_ms: i64) -> Option<&str> {
+        self.body
+            .as_deref()
+            .filter(|_| now_ms < self.body_expires_at)
+    }
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct AttemptRow {
     pub delivery_id: String,

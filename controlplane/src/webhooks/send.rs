@@ -247,7 +247,7 @@ fn deliverable<'a>(
     if dest.enabled == 0 {
         return Err(format!("the destination is disabled ({})", disabled(dest)));
     }
-    if delivery.body.is_none() {
+    if delivery.retained_body(crate::store::now_ms()).is_none() {
         return Err("the body is past its retention period".into());
     }
     Ok(dest)

@@ -153,8 +153,7 @@ async fn get(ctx: Ctx, req: GetDeliveryRequest) -> ApiResult<GetDeliveryResponse
         })
         .collect();
     let body = if req.include_body {
-        row.body
-            .as_deref()
+        row.retained_body(now_ms())
             .and_then(|b| serde_json::from_str::<Value>(b).ok())
     } else {
         None
@@ -168,7 +167,7 @@ async fn get(ctx: Ctx, req: GetDeliveryRequest) -> ApiResult<GetDeliveryResponse
 
 /// Why a delivery cannot be replayed now, if it cannot.
 async fn replayable(conn: &mut Conn, row: &DeliveryRow) -> ApiResult<Result<(), Refusal>> {
-    if row.body.is_none() {
+    if row.retained_body(now_ms()).is_none() {
         return Ok(Err(Refusal::BodyExpired));
     }
     match rows::destination(conn, &row.destination_id).await? {
