@@ -18,6 +18,7 @@ struct Shared {
     key: String,
     sse: bool,
     headers: Mutex<Vec<HeaderMap>>,
+    requests: Mutex<Vec<(String, HeaderMap)>>,
     sessions: Mutex<Vec<String>>,
     lists: AtomicU64,
     initializes: AtomicU64,
@@ -57,6 +58,15 @@ impl FakeMcp {
     pub fn headers(&self) -> Vec<HeaderMap> {
         self.shared
             .headers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Every authorized JSON-RPC message's method and headers, in order.
+    pub fn requests(&self) -> Vec<(String, HeaderMap)> {
+        self.shared
+            .requests
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -102,6 +112,10 @@ async fn handle(
         return (StatusCode::BAD_REQUEST, "not JSON").into_response();
     };
     let method = message["method"].as_str().unwrap_or_default().to_string();
+    s.requests
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((method.clone(), headers.clone()));
     let session = headers
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())

@@ -8,6 +8,7 @@
 )]
 
 mod actas;
+mod actas_egress;
 mod agents;
 mod anthropic;
 mod api;
@@ -22,6 +23,7 @@ mod cloud;
 mod conformance;
 mod connections;
 mod egress;
+mod eventing;
 mod exchange;
 mod gateways;
 mod guarded;
@@ -33,9 +35,11 @@ mod keys;
 mod llm;
 mod mcp;
 mod mcp_admin;
+mod mcp_admin_more;
 mod metrics_access;
 mod models;
 mod oauth;
+mod oauth_rest;
 mod peruser;
 mod pools;
 mod quotas;

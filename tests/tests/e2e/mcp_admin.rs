@@ -14,19 +14,19 @@ const AUDIT: &str = "svc.audit.v1.AuditService";
 on_both_backends!(families_through_the_python_sdk);
 
 /// Runs the calls in one MCP session with the admin server as `key`.
-async fn session(cp: &ControlPlane, key: &str, calls: &[(&str, Value)]) -> Value {
+pub(crate) async fn session(cp: &ControlPlane, key: &str, calls: &[(&str, Value)]) -> Value {
     python::mcp_session(&format!("{}/mcp", cp.url), key, calls).await
 }
 
 /// The structured result of the call at `i`, asserting it succeeded.
-fn ok(out: &Value, i: usize) -> Value {
+pub(crate) fn ok(out: &Value, i: usize) -> Value {
     let call = &out["calls"][i];
     assert_eq!(call["isError"], false, "call {i}: {call}");
     call["structuredContent"].clone()
 }
 
 /// The Connect code of a tool call the operation refused.
-fn refused(out: &Value, i: usize) -> String {
+pub(crate) fn refused(out: &Value, i: usize) -> String {
     let call = &out["calls"][i];
     assert_eq!(call["isError"], true, "call {i} should fail: {call}");
     call["structuredContent"]["error"]["code"]

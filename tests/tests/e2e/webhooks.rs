@@ -22,12 +22,12 @@ const ENV: &[(&str, &str)] = &[
     ("PORTCULLIS_WEBHOOK_RETRY_SCHEDULE", "0s,1s,1s"),
 ];
 
-async fn subscribe(cp: &ControlPlane, fields: Value) -> Value {
+pub(crate) async fn subscribe(cp: &ControlPlane, fields: Value) -> Value {
     cp.ok(EVENTING, "CreateSubscription", cp.body(fields)).await
 }
 
 /// Queues an `eventing.test` event for the subscription; the delivery's id.
-async fn test_event(cp: &ControlPlane, subscription: &str) -> String {
+pub(crate) async fn test_event(cp: &ControlPlane, subscription: &str) -> String {
     let t = cp
         .ok(
             EVENTING,
@@ -38,7 +38,7 @@ async fn test_event(cp: &ControlPlane, subscription: &str) -> String {
     text(&t["delivery_id"]).to_string()
 }
 
-async fn delivery(cp: &ControlPlane, id: &str) -> Value {
+pub(crate) async fn delivery(cp: &ControlPlane, id: &str) -> Value {
     cp.ok(
         EVENTING,
         "GetDelivery",
@@ -48,7 +48,7 @@ async fn delivery(cp: &ControlPlane, id: &str) -> Value {
 }
 
 /// Waits until the delivery reaches `status`.
-async fn settled(cp: &ControlPlane, id: &str, status: &str) -> Value {
+pub(crate) async fn settled(cp: &ControlPlane, id: &str, status: &str) -> Value {
     for _ in 0..1200 {
         let d = delivery(cp, id).await;
         if d["delivery"]["status"] == status {
@@ -63,7 +63,7 @@ async fn settled(cp: &ControlPlane, id: &str, status: &str) -> Value {
     );
 }
 
-async fn deliveries(cp: &ControlPlane, filter: Value) -> Vec<Value> {
+pub(crate) async fn deliveries(cp: &ControlPlane, filter: Value) -> Vec<Value> {
     let mut body = cp.body(filter);
     body["page_size"] = json!(500);
     cp.ok(EVENTING, "ListDeliveries", body).await["deliveries"]
@@ -72,7 +72,7 @@ async fn deliveries(cp: &ControlPlane, filter: Value) -> Vec<Value> {
         .clone()
 }
 
-fn text(v: &Value) -> &str {
+pub(crate) fn text(v: &Value) -> &str {
     v.as_str().unwrap()
 }
 
