@@ -8,6 +8,8 @@ pub(crate) mod agents;
 mod audit;
 pub(crate) mod auth;
 pub mod core;
+#[cfg(test)]
+mod coverage;
 mod eventing;
 pub(crate) mod exchange;
 mod gateways;

@@ -29,7 +29,8 @@ async fn snapshot(cp: &ControlPlane, token: &str, body: Value) -> Value {
 on_both_backends!(
     snapshot_carries_what_gateways_need,
     only_deployment_tokens_sync,
-    long_poll_wakes_on_change_and_times_out
+    long_poll_wakes_on_change_and_times_out,
+    credentials_are_asked_for_by_deployments_only
 );
 
 async fn snapshot_carries_what_gateways_need(cp: &ControlPlane) {
@@ -190,4 +191,75 @@ async fn long_poll_wakes_on_change_and_times_out(cp: &ControlPlane) {
     cp.call_as(&token, SYNC, "GetSnapshot", json!({"wait_seconds": 3600}))
         .await
         .expect_error("invalid_argument", 400);
+}
+
+/// `GetCredential` as a gateway asks it: a person without a key gets a link (never a value),
+/// a stored key comes back as its headers; platform keys cannot ask, and bad requests are
+/// refused without minting anything.
+async fn credentials_are_asked_for_by_deployments_only(cp: &ControlPlane) {
+    let tool = |name: &str, ctype: &str| {
+        json!({"name": name, "protocol": "streamable-http", "auth_method": "api-key",
+            "credential_type": ctype, "protocol_config": {"url": "http://127.0.0.1:9/mcp"}})
+    };
+    let per_user = cp
+        .ok(
+            MGMT,
+            "CreateMCPServerConnection",
+            cp.body(tool("pu", "per-user")),
+        )
+        .await["connection_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shared = cp
+        .ok(
+            MGMT,
+            "CreateMCPServerConnection",
+            cp.body(tool("sh", "shared")),
+        )
+        .await["connection_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ask = |connection: &str, subject: &str| json!({"owner": "tool", "connection_id": connection, "subject": subject, "agent_id": ""});
+    cp.call(SYNC, "GetCredential", ask(&per_user, "alice"))
+        .await
+        .expect_error("unauthenticated", 401)
+        .mentions("deployment token");
+
+    let token = deployment(cp).await;
+    let reply = cp
+        .call_as(&token, SYNC, "GetCredential", ask(&per_user, "alice"))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["connection_name"], "pu", "{}", reply.text);
+    assert!(reply.body["secret_values"].is_null(), "{}", reply.text);
+    let link = reply.body["provision_url"].as_str().unwrap();
+    assert!(link.contains("/provision/"), "{link}");
+    assert!(reply.body["expires_at"].is_string(), "{}", reply.text);
+
+    cp.call_as(&token, SYNC, "GetCredential", ask(&shared, "alice"))
+        .await
+        .expect_error("failed_precondition", 400)
+        .mentions("does not use per-user credentials");
+    let unknown = uuid::Uuid::new_v4().to_string();
+    cp.call_as(&token, SYNC, "GetCredential", ask(&unknown, "alice"))
+        .await
+        .expect_error("not_found", 404);
+    cp.call_as(
+        &token,
+        SYNC,
+        "GetCredential",
+        ask(&per_user, &"a".repeat(321)),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("320 characters");
+    let links = cp
+        .db_strings(
+            "SELECT token_hash FROM provision_tokens WHERE subject <> $1",
+            "alice",
+        )
+        .await;
+    assert!(links.is_empty(), "refusals mint no link: {links:?}");
 }
