@@ -83,6 +83,18 @@ pub fn new_activity_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// A provider's API is callable only in a build with its feature: without it, the call is
+/// refused before anything is sent.
+fn provider_enabled(provider: &'static str, enabled: bool) -> Result<(), ClientError> {
+    match enabled {
+        true => Ok(()),
+        false => Err(ClientError::MissingProviderDependency {
+            provider,
+            feature: provider,
+        }),
+    }
+}
+
 /// The gateway id a gateway URL (`{base}/gateways/{gateway_id}`) names, or why it names none.
 pub fn gateway_id_of(gateway_url: &str) -> Result<String, ClientError> {
     let bad = |message: &str| ClientError::GatewayConfiguration {
@@ -273,13 +285,39 @@ impl AgentClient {
         })
     }
 
-    /// `POST …/v1/chat/completions` (OpenAI's shape; `model` names a model or pool).
+    /// The models and pools this agent may call here (`GET …/v1/models`), by name.
+    pub async fn list_models(&self) -> Result<Vec<String>, ClientError> {
+        let (status, reply, call) = self
+            .send(reqwest::Method::GET, "/v1/models", None, "")
+            .await?;
+        if !(200..300).contains(&status) {
+            return Err(ClientError::Gateway(Box::new(refusal::classify(
+                status, &reply, call,
+            ))));
+        }
+        let listed = reply["data"]
+            .as_array()
+            .ok_or_else(|| ClientError::Decode {
+                path: format!("{}/v1/models", self.url),
+                message: "the reply has no data list".into(),
+            })?;
+        Ok(listed
+            .iter()
+            .filter_map(|m| m["id"].as_str().map(str::to_string))
+            .collect())
+    }
+
+    /// `POST …/v1/chat/completions` (OpenAI's shape; `model` names a model or pool). Needs
+    /// the `openai` feature (on by default).
     pub async fn chat_completions(&self, body: &Value) -> Result<Completion, ClientError> {
+        provider_enabled("openai", cfg!(feature = "openai"))?;
         self.model_call("/v1/chat/completions", body).await
     }
 
-    /// `POST …/v1/messages` (Anthropic's shape; `max_tokens` is required).
+    /// `POST …/v1/messages` (Anthropic's shape; `max_tokens` is required). Needs the
+    /// `anthropic` feature (on by default).
     pub async fn messages(&self, body: &Value) -> Result<Completion, ClientError> {
+        provider_enabled("anthropic", cfg!(feature = "anthropic"))?;
         self.model_call("/v1/messages", body).await
     }
 
@@ -322,14 +360,28 @@ impl AgentClient {
         body: &Value,
         target: &str,
     ) -> Result<(u16, Value, CallIds), ClientError> {
+        self.send(reqwest::Method::POST, path, Some(body), target)
+            .await
+    }
+
+    /// One request to `{gateway_url}{path}`: its status, JSON reply and the call's ids.
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        target: &str,
+    ) -> Result<(u16, Value, CallIds), ClientError> {
         let activity_id = self.activity_id.clone().unwrap_or_else(new_activity_id);
         let mut request = self
             .http
-            .post(format!("{}{path}", self.url))
+            .request(method, format!("{}{path}", self.url))
             .bearer_auth(&self.key)
             .header("accept", "application/json, text/event-stream")
-            .header(ACTIVITY_HEADER, &activity_id)
-            .json(body);
+            .header(ACTIVITY_HEADER, &activity_id);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
         if let Some(header) = &self.act_as {
             request = request.header(crate::act_as::HEADER, header);
         }
@@ -431,5 +483,43 @@ mod tests {
         let err = AgentClient::for_gateway("http://gw/gateways/g1", "k", "g2").unwrap_err();
         assert!(err.to_string().contains("not the selected g2"), "{err}");
         assert!(AgentClient::new("http://gw/gateways/g1", " ").is_err());
+    }
+}
+
+#[cfg(test)]
+mod provider_features {
+    use super::*;
+
+    #[test]
+    fn a_provider_without_its_feature_is_a_missing_dependency() {
+        assert!(provider_enabled("openai", true).is_ok());
+        let err = provider_enabled("anthropic", false).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ClientError::MissingProviderDependency {
+                    provider: "anthropic",
+                    feature: "anthropic"
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    /// Run by `scripts/test` in a build without the provider features.
+    #[cfg(not(any(feature = "openai", feature = "anthropic")))]
+    #[tokio::test]
+    async fn model_calls_are_refused_before_anything_is_sent() {
+        let client = AgentClient::new("http://127.0.0.1:9/gateways/g1", "svc_k").unwrap();
+        let body = json!({"model": "m", "max_tokens": 8, "messages": []});
+        for (err, provider) in [
+            (client.chat_completions(&body).await.unwrap_err(), "openai"),
+            (client.messages(&body).await.unwrap_err(), "anthropic"),
+        ] {
+            assert!(
+                matches!(&err, ClientError::MissingProviderDependency { provider: p, .. } if *p == provider),
+                "{err}"
+            );
+        }
     }
 }

@@ -53,6 +53,24 @@ pub enum ClientError {
     /// An [`crate::AgentRuntime`] was used after `shutdown`.
     #[error("shut down: this agent runtime was stopped")]
     Shutdown,
+    /// An [`crate::AgentRuntime`] was asked about its policy before a snapshot of it was
+    /// loaded, or after the last one grew too old to trust (its gateway could not be asked
+    /// for three sync intervals).
+    #[error(
+        "no policy bundle loaded: the runtime has no current snapshot of what this agent may use"
+    )]
+    NoBundleLoaded,
+    /// The [`crate::AgentRuntime`]'s policy snapshot does not let this agent use `resource`
+    /// (checked locally; nothing was sent).
+    #[error("denied: {resource}: {reason}")]
+    Denied { resource: String, reason: String },
+    /// A provider's API was called in a build of the SDK without that provider's feature
+    /// (`openai`, `anthropic`; both on by default).
+    #[error("missing provider dependency: calling {provider} models needs the SDK's `{feature}` feature")]
+    MissingProviderDependency {
+        provider: &'static str,
+        feature: &'static str,
+    },
     /// The reply was not the JSON the operation promises.
     #[error("{path}: unexpected reply: {message}")]
     Decode { path: String, message: String },

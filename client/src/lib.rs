@@ -33,15 +33,16 @@ pub async fn exchange_agent_key(
         .await
 }
 
-/// The spec's client defaults.
+/// The spec's client defaults. The spec's audit batch size (100) and flush interval (5 s)
+/// have no constant: the SDK records no audit events of its own (the gateway records every
+/// call an agent makes, and ships them in batches itself), so it has nothing to batch.
 pub mod defaults {
     use std::time::Duration;
 
     pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
     pub const TOOLS_LIST_CACHE_TTL: Duration = Duration::from_secs(30);
+    /// How often an [`crate::AgentRuntime`] refreshes its snapshot of the agent's policy.
     pub const POLICY_SYNC_INTERVAL: Duration = Duration::from_secs(30);
-    pub const AUDIT_BATCH_SIZE: usize = 100;
-    pub const AUDIT_FLUSH_INTERVAL: Duration = Duration::from_secs(5);
     pub const AUDIT_WAIT_TIMEOUT: Duration = Duration::from_secs(30);
     pub const AUDIT_WAIT_INTERVAL: Duration = Duration::from_millis(500);
     pub const PAGE_SIZE: u32 = 50;

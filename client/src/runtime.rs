@@ -4,9 +4,16 @@
 //! never travels with each call; `client` hands out an [`AgentClient`] on the current token;
 //! `shutdown` stops the renewal. Using the runtime out of order fails with the spec's
 //! lifecycle classes: not initialized (before `start`), already started, shut down.
+//!
+//! The runtime also keeps a snapshot of its agent's policy: the tools and models its gateway
+//! lets it use (`tools/list` and `GET …/v1/models`, both filtered by the agent's rules),
+//! loaded at `start` and refreshed every [`crate::defaults::POLICY_SYNC_INTERVAL`], so an
+//! agent can ask before it plans a call (`check_tool`, `check_model`): denied, or no bundle
+//! loaded when it has none younger than three intervals. The gateway still decides each call.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
@@ -19,9 +26,19 @@ enum State {
     Running {
         client: AgentClient,
         renewal: tokio::task::JoinHandle<()>,
+        sync: tokio::task::JoinHandle<()>,
     },
     Stopped,
 }
+
+/// What the gateway lets this agent use, and when that was learned.
+struct Policy {
+    tools: HashSet<String>,
+    models: HashSet<String>,
+    loaded: Instant,
+}
+
+type Snapshot = Arc<RwLock<Option<Policy>>>;
 
 /// What the runtime needs to (re)authenticate.
 #[derive(Clone)]
@@ -35,6 +52,8 @@ struct Identity {
 pub struct AgentRuntime {
     identity: Identity,
     state: Arc<Mutex<State>>,
+    policy: Snapshot,
+    sync_interval: Duration,
 }
 
 impl std::fmt::Debug for AgentRuntime {
@@ -72,7 +91,15 @@ impl AgentRuntime {
                 key: agent_key.trim().to_string(),
             },
             state: Arc::new(Mutex::new(State::New)),
+            policy: Snapshot::default(),
+            sync_interval: crate::defaults::POLICY_SYNC_INTERVAL,
         })
+    }
+
+    /// How often the policy snapshot is refreshed (30 s by default; at least 100 ms).
+    pub fn with_policy_sync_interval(mut self, interval: Duration) -> Self {
+        self.sync_interval = interval.max(Duration::from_millis(100));
+        self
     }
 
     /// Checks the gateway is ready, obtains the first token and starts renewing it.
@@ -85,9 +112,54 @@ impl AgentRuntime {
         }
         ready(&self.identity).await?;
         let (client, ttl) = self.identity.session().await?;
+        refresh(&client, &self.policy).await;
         let renewal = tokio::spawn(renew(self.identity.clone(), self.state.clone(), ttl));
-        *state = State::Running { client, renewal };
+        let sync = tokio::spawn(sync(
+            self.state.clone(),
+            self.policy.clone(),
+            self.sync_interval,
+        ));
+        *state = State::Running {
+            client,
+            renewal,
+            sync,
+        };
         Ok(())
+    }
+
+    /// Whether the policy snapshot lets this agent call the tool `connection/tool`.
+    pub async fn check_tool(&self, name: &str) -> Result<(), ClientError> {
+        self.check(name, "tool", |p| &p.tools).await
+    }
+
+    /// Whether the policy snapshot lets this agent call the model or pool `model`.
+    pub async fn check_model(&self, model: &str) -> Result<(), ClientError> {
+        self.check(model, "model", |p| &p.models).await
+    }
+
+    async fn check(
+        &self,
+        name: &str,
+        kind: &str,
+        offered: impl Fn(&Policy) -> &HashSet<String>,
+    ) -> Result<(), ClientError> {
+        match &*self.state.lock().await {
+            State::New => return Err(ClientError::NotInitialized),
+            State::Stopped => return Err(ClientError::Shutdown),
+            State::Running { .. } => {}
+        }
+        let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
+        let current = policy
+            .as_ref()
+            .filter(|p| p.loaded.elapsed() < self.sync_interval * 3)
+            .ok_or(ClientError::NoBundleLoaded)?;
+        if offered(current).contains(name) {
+            return Ok(());
+        }
+        Err(ClientError::Denied {
+            resource: name.to_string(),
+            reason: format!("not a {kind} this agent's gateway lets it use"),
+        })
     }
 
     /// A client on the current token.
@@ -103,8 +175,9 @@ impl AgentRuntime {
     pub async fn shutdown(&self) -> Result<(), ClientError> {
         let mut state = self.state.lock().await;
         match std::mem::replace(&mut *state, State::Stopped) {
-            State::Running { renewal, .. } => {
+            State::Running { renewal, sync, .. } => {
                 renewal.abort();
+                sync.abort();
                 Ok(())
             }
             State::New => Ok(()),
@@ -174,5 +247,36 @@ async fn renew(identity: Identity, state: Arc<Mutex<State>>, mut ttl: Duration) 
                 ttl = Duration::from_secs(5);
             }
         }
+    }
+}
+
+/// Loads what the gateway lets the agent use into `policy`; a failure keeps the last
+/// snapshot (which ages out after three intervals).
+async fn refresh(client: &AgentClient, policy: &Snapshot) {
+    let fresh = client.clone().with_tools_cache_ttl(Duration::ZERO);
+    let loaded = async {
+        let tools = fresh.list_tools().await?;
+        let models = fresh.list_models().await?;
+        Ok::<_, ClientError>(Policy {
+            tools: tools.into_iter().map(|t| t.name).collect(),
+            models: models.into_iter().collect(),
+            loaded: Instant::now(),
+        })
+    };
+    match loaded.await {
+        Ok(loaded) => *policy.write().unwrap_or_else(|e| e.into_inner()) = Some(loaded),
+        Err(e) => tracing::warn!(error = %e, "Could not refresh the agent's policy snapshot."),
+    }
+}
+
+/// Refreshes the policy snapshot every `interval` with the current client.
+async fn sync(state: Arc<Mutex<State>>, policy: Snapshot, interval: Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        let client = match &*state.lock().await {
+            State::Running { client, .. } => client.clone(),
+            _ => return,
+        };
+        refresh(&client, &policy).await;
     }
 }

@@ -288,21 +288,45 @@ async fn runtime_lifecycle_and_a_stale_policy() {
         AgentRuntime::new(&w.cp.url, &format!("{url}/mcp"), &w.key),
         Err(ClientError::GatewayConfiguration { .. })
     ));
-    let rt = AgentRuntime::new(&w.cp.url, &url, &w.key).unwrap();
+    let rt = AgentRuntime::new(&w.cp.url, &url, &w.key)
+        .unwrap()
+        .with_policy_sync_interval(std::time::Duration::from_millis(300));
     assert!(matches!(
         rt.client().await,
+        Err(ClientError::NotInitialized)
+    ));
+    assert!(matches!(
+        rt.check_model("gpt").await,
         Err(ClientError::NotInitialized)
     ));
     rt.start().await.unwrap();
     assert!(matches!(rt.start().await, Err(ClientError::AlreadyStarted)));
     let client = rt.client().await.unwrap();
     client.chat_completions(&chat("gpt")).await.unwrap();
+    // The runtime's policy snapshot: what the gateway lets this agent use.
+    rt.check_model("gpt").await.unwrap();
+    for refused in [rt.check_model("other").await, rt.check_tool("x/y").await] {
+        match refused {
+            Err(ClientError::Denied { resource, reason }) => {
+                assert!(resource == "other" || resource == "x/y", "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     w.cp.stop().await;
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
     let (kind_now, err) = kind(client.chat_completions(&chat("gpt")).await);
     assert_eq!(kind_now, GatewayErrorKind::PolicyStale, "{err}");
     assert_eq!(err.status_code(), Some(503));
+    // Not refreshed for three intervals: no snapshot to answer from.
+    assert!(
+        matches!(
+            rt.check_model("gpt").await,
+            Err(ClientError::NoBundleLoaded)
+        ),
+        "a stale snapshot is not used"
+    );
     let late = AgentRuntime::new(&w.cp.url, &url, &w.key).unwrap();
     assert_eq!(kind(late.start().await).0, GatewayErrorKind::PolicyStale);
     // The gateway without the bound keeps serving its snapshot.
@@ -313,6 +337,11 @@ async fn runtime_lifecycle_and_a_stale_policy() {
     assert!(matches!(rt.client().await, Err(ClientError::Shutdown)));
     assert!(matches!(rt.shutdown().await, Err(ClientError::Shutdown)));
     assert!(matches!(rt.start().await, Err(ClientError::Shutdown)));
+
+    assert!(matches!(
+        rt.check_model("gpt").await,
+        Err(ClientError::Shutdown)
+    ));
 
     w.cp.restart().await;
     gw.wait_ready().await;
