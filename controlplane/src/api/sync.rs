@@ -24,8 +24,8 @@ pub fn operations() -> Vec<(&'static str, Operation)> {
 
 /// A gateway reports the operations it listed on a tool upstream (a shared one's, or a
 /// per-user one's with a caller's own credential), and learns their catalog status: new ones
-/// enter the catalog `active`; known ones keep their status. Nothing changed, nothing is written (so
-/// reports do not wake every gateway).
+/// enter the catalog `active`; known ones keep their status. Nothing changed, nothing is
+/// written (so reports do not wake every gateway).
 async fn report_tools(ctx: Ctx, req: ReportToolsRequest) -> ApiResult<ReportToolsResponse> {
     if req.tools.len() > 2000 {
         return Err(invalid("a connection reports at most 2000 operations"));

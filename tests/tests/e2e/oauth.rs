@@ -75,6 +75,14 @@ async fn agent(cp: &ControlPlane, name: &str, allowed: Value, signin: Option<&st
     key["token"].as_str().unwrap().to_string()
 }
 
+/// The id of the agent named `name`.
+async fn agent_id(cp: &ControlPlane, name: &str) -> String {
+    let got = cp
+        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": name})))
+        .await;
+    got["agent"]["agent_id"].as_str().unwrap().to_string()
+}
+
 /// One JSON-RPC call to the gateway's MCP endpoint, as `sub` when given; its HTTP status and
 /// answer.
 async fn rpc_status(
@@ -465,33 +473,12 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
     let cp = ControlPlane::start(Backend::Sqlite).await;
     let pu = oauth_tool(&cp, "pu", "per-user", &mcp.url()).await;
     let pa = oauth_tool(&cp, "pa", "per-user", &mcp.url()).await;
-    cp.ok(
-        AGENTS,
-        "RegisterAgent",
-        cp.body(
-            json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
-            "allowed_tools": ["pu/whoami", "pa/whoami"], "actas_method": "oidc",
-            "actas_oidc_url": issuer.issuer,
-            "actas_allowed_subjects": ["u1", "admin@example.com"]}),
-        ),
-    )
-    .await;
-    let key = cp
-        .ok(
-            AGENTS,
-            "CreateAgentKey",
-            cp.body(json!({"agent_id": "bot", "name": "k"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let agent_id = cp
-        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "bot"})))
-        .await["agent"]["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let allowed = json!({"allowed_tools": ["pu/whoami", "pa/whoami"]});
+    let key = agent(&cp, "bot", allowed, Some(&issuer.issuer)).await;
+    let oidc = json!({"agent_id": "bot", "actas_method": "oidc",
+        "actas_allowed_subjects": ["u1", "admin@example.com"]});
+    cp.ok(AGENTS, "UpdateAgent", cp.body(oidc)).await;
+    let bot_id = agent_id(&cp, "bot").await;
     let gw = GatewayProcess::start(&cp).await;
     let call = |token: String, tool: &'static str| {
         let (cp, gw, key) = (&cp, &gw, &key);
@@ -502,7 +489,7 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
     };
 
     // A person: the link, their consent, then the call — no list in between.
-    let u1 = issuer.forge("valid", "u1", Some(&agent_id)).await;
+    let u1 = issuer.forge("valid", "u1", Some(&bot_id)).await;
     let (_, refusal) = call(u1.clone(), "pu").await;
     let link = refusal["error"]["data"]["provision_url"]
         .as_str()
@@ -535,7 +522,7 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
         .await;
     gw.caught_up(&cp).await;
     let admin = issuer
-        .forge("valid", "admin@example.com", Some(&agent_id))
+        .forge("valid", "admin@example.com", Some(&bot_id))
         .await;
     let (status, listed) = rpc_acting(&cp, &gw, &key, Some(&admin), "tools/list", json!({})).await;
     assert_eq!(status, 200, "{listed}");
@@ -576,13 +563,7 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
         refused["error"]["data"]["reason_code"], "credential_required",
         "{refused}"
     );
-    let hb_id = cp
-        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "hb"})))
-        .await["agent"]["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let subject = format!("admin@example.com|hmac:{hb_id}");
+    let subject = format!("admin@example.com|hmac:{}", agent_id(&cp, "hb").await);
     let body = json!({"connection_id": pa, "act_as_sub": subject});
     consent(
         &cp,
