@@ -58,8 +58,8 @@ pub struct Gateway {
     pub credentials: peruser::Credentials,
     /// Callers' tool lists.
     pub tools_cache: mcp::ToolsCache,
-    /// Per-user connections discovered for calls the catalog could not answer yet.
-    pub per_user_found: mcp::discovery::PerUser,
+    /// Connections discovered for calls the catalog could not answer yet.
+    pub discovered_on_call: mcp::discovery::OnCall,
     /// Tool connection id → the fingerprint this process last reported.
     pub reported: std::sync::Mutex<std::collections::HashMap<String, String>>,
     /// Runs discovery and stdio tool processes, beside the request workers.
@@ -109,7 +109,7 @@ impl Gateway {
             upstreams: mcp::upstream::Pool::default(),
             credentials: peruser::Credentials::default(),
             tools_cache: mcp::ToolsCache::default(),
-            per_user_found: mcp::discovery::PerUser::default(),
+            discovered_on_call: mcp::discovery::OnCall::default(),
             reported: std::sync::Mutex::default(),
             background: tokio::runtime::Handle::current(),
             audit: audit::Audit::disabled(),

@@ -208,7 +208,7 @@ async fn call(
     }
     let cataloged = entry.catalog.get(tool).cloned();
     match &cataloged {
-        None if !entry.per_user => return Err(not_cataloged(name)),
+        None if !discovery::by_caller(entry) => return Err(not_cataloged(name)),
         Some(status) => {
             if let Some(refusal) = blocked(name, status, rc.request_id) {
                 return Err(refusal);
@@ -255,9 +255,10 @@ async fn call(
         .await
         .map_err(|e| RpcError::gateway(e.to_string(), "upstream_error", rc.request_id))?;
     if cataloged.is_none() {
-        // Not in the snapshot's catalog yet: discovered with this person's credential.
+        // Not in the snapshot's catalog yet: discovered with this caller's credential and
+        // act-as identity.
         let statuses = gw
-            .per_user_found
+            .discovered_on_call
             .statuses(gw, entry, &session, &extra)
             .await
             .map_err(|e| RpcError::gateway(e, "upstream_error", rc.request_id))?;

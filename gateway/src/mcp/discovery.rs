@@ -1,8 +1,9 @@
 //! Discovery: the gateway lists each shared tool connection's operations when it starts and
 //! when the connection changes, and reports them to the control plane's catalog
-//! (`SyncService/ReportTools`), on the background runtime. A per-user connection is listed
-//! with a caller's own credential: by the lists people make, and by a call for an operation
-//! the snapshot's catalog does not have yet ([`PerUser`]).
+//! (`SyncService/ReportTools`), on the background runtime. A connection only a caller can
+//! list — per-user, or forwarding the caller's act-as identity ([`by_caller`]) — is listed
+//! with that caller's credential and identity: by the lists people make, and by a call for an
+//! operation the snapshot's catalog does not have yet ([`OnCall`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -82,7 +83,7 @@ pub fn discover_changed(gw: &Arc<Gateway>, snap: &Arc<Compiled>) {
                 !matches!(t.transport, ToolTransport::Stdio { .. })
                     || attached.contains(t.id.as_str())
             })
-            .filter(|t| !matches!(&t.transport, ToolTransport::Http { actas_headers, .. } if !actas_headers.is_empty()))
+            .filter(|t| !forwards_actas(t))
             .filter(|t| reported.get(&t.id) != Some(&t.fingerprint))
             .cloned()
             .collect();
@@ -124,11 +125,11 @@ pub fn report_later(gw: &Arc<Gateway>, tool: &Arc<ToolEntry>, tools: Vec<Value>)
 /// A status from the catalog: the operation's status and its administrator's message.
 pub type Status = (ToolStatus, Option<String>);
 
-/// How long a per-user connection's discovered operations answer calls before the upstream
+/// How long a connection's operations discovered on a call answer calls before the upstream
 /// is asked again (the snapshot's catalog has them well before).
 const FOUND_TTL: Duration = Duration::from_secs(30);
 
-/// What one discovery of a per-user connection found: its configuration, when, and each
+/// What one discovery on a call found: its configuration, when, and each
 /// operation's catalog status.
 struct Found {
     fingerprint: String,
@@ -136,14 +137,25 @@ struct Found {
     statuses: Arc<HashMap<String, Status>>,
 }
 
-/// Per-user connections discovered for calls the snapshot's catalog cannot answer yet: one
-/// discovery at a time per connection, shared by every call waiting on it.
+/// Whether a connection forwards the caller's act-as identity upstream.
+fn forwards_actas(tool: &ToolEntry) -> bool {
+    matches!(&tool.transport, ToolTransport::Http { actas_headers, .. } if !actas_headers.is_empty())
+}
+
+/// Whether only a caller can list the connection: it is per-user, or forwards the caller's
+/// act-as identity. Such a connection is discovered by callers' lists and calls.
+pub fn by_caller(tool: &ToolEntry) -> bool {
+    tool.per_user || forwards_actas(tool)
+}
+
+/// Connections discovered for calls the snapshot's catalog cannot answer yet ([`by_caller`]
+/// ones): one discovery at a time per connection, shared by every call waiting on it.
 #[derive(Default)]
-pub struct PerUser {
+pub struct OnCall {
     connections: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Found>>>>>,
 }
 
-impl PerUser {
+impl OnCall {
     /// The catalog status of the connection's operations, discovered with this caller's
     /// session (and act-as headers) unless a discovery made meanwhile still answers. The
     /// operations are recorded in the control plane's catalog before they are answered for;

@@ -241,14 +241,14 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Found {
             if !rc.gateway.offers(&tool.id, &name) {
                 continue;
             }
-            let cataloged = tool
-                .catalog
-                .get(&name)
-                .cloned()
-                .or_else(|| match tool.per_user {
-                    true => gw.per_user_found.peek(tool, &name),
-                    false => None,
-                });
+            let cataloged =
+                tool.catalog
+                    .get(&name)
+                    .cloned()
+                    .or_else(|| match discovery::by_caller(tool) {
+                        true => gw.discovered_on_call.peek(tool, &name),
+                        false => None,
+                    });
             let (status, message) = match cataloged {
                 None => {
                     unknown.push(t.clone());

@@ -28,8 +28,7 @@ const TOOL: &str = "fake/whoami";
 
 /// A gateway offering the fake upstream as tool connection `fake`, which forwards the act-as
 /// assertion in `X-End-User`; agent `bot` signs act-as headers with [`SECRET`] and may call
-/// `fake/whoami`. The catalog is filled (such a connection is discovered on the first list
-/// that carries an assertion).
+/// `fake/whoami`. The catalog is filled by a first call.
 async fn setup() -> (Mcp, FakeMcp) {
     let m = Mcp::start().await;
     let fake = FakeMcp::start("upstream-key", false).await;
@@ -61,18 +60,14 @@ async fn setup() -> (Mcp, FakeMcp) {
     )
     .await;
     m.gw.caught_up(cp).await;
-    for _ in 0..200 {
-        let primer = hmac_header("primer", SECRET);
-        let list = rpc(&m, &m.key, Some(&primer), "tools/list", json!({})).await;
-        if names(&list).iter().any(|n| n == TOOL) {
-            return (m, fake);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "the tool never appeared in a list with an assertion:\n{}",
-        m.gw.logs()
-    );
+    // Such a connection is not discovered at start: the first call that carries an assertion
+    // discovers it, and is answered; lists show the tool from then on.
+    let primer = hmac_header("primer", SECRET);
+    let first = call(&m, &m.key, Some(&primer)).await;
+    assert!(echoed(&first).is_object(), "{first}");
+    let list = rpc(&m, &m.key, Some(&primer), "tools/list", json!({})).await;
+    assert!(names(&list).iter().any(|n| n == TOOL), "{list}");
+    (m, fake)
 }
 
 fn mcp_url(m: &Mcp) -> String {
