@@ -218,6 +218,7 @@ def main():
         return
     if os.environ.get("PORTCULLIS_BENCH_ONLY") == "baseline" and BASELINE:
         # Only the before/after rows, both gateways fresh: for a change off the hot path.
+        wait_for_tool(base, key, ws, tool["connection_id"])
         baseline(results, base, token, tmp, agent_key, gid)
         print("\n".join(baseline_rows(results)))
         return
@@ -241,13 +242,7 @@ def main():
     results["gateway_cpu_us_per_request"] = spent / max(results["gateway_saturation"]["requests"], 1) * 1e6
     results["direct_fixed_rate"] = oha(direct_url, None, ["-c", "16", "-q", str(RATE)])
     results["gateway_fixed_rate"] = oha(gw_url, agent_key, ["-c", "16", "-q", str(RATE)])
-    # Tool calls: wait until the gateway discovered the tool and has it in its snapshot.
-    for _ in range(200):
-        listed = call(base, key, "ListConnectionTools", {"workspace_id": ws, "connection_id": tool["connection_id"]})["tools"]
-        if listed:
-            break
-        time.sleep(0.05)
-    time.sleep(0.5)
+    wait_for_tool(base, key, ws, tool["connection_id"])
     results["direct_mcp_call"] = oha_mcp(f"http://{fake_addr}/mcp", None, "echo")
     results["gateway_mcp_call"] = oha_mcp(f"http://{gw_addr}/gateways/{gid}/mcp", agent_key, "bench-mcp/echo")
     results["direct_stream_ttfb"] = ttfb(direct_url, None)
@@ -459,6 +454,16 @@ def guarded(results, base, key, ws, gid, gw, gw_url, agent_key, tmp):
     results["guards_cpu_us_per_kib"] = added / (LONG_REPLY_BYTES / 1024)
 
 
+def wait_for_tool(base, key, ws, connection_id):
+    """Tool calls: waits until the gateway discovered the tool and has it in its snapshot."""
+    for _ in range(200):
+        listed = call(base, key, "ListConnectionTools", {"workspace_id": ws, "connection_id": connection_id})["tools"]
+        if listed:
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+
+
 def baseline(results, base, token, tmp, agent_key, gid):
     """An earlier build of the gateway (PORTCULLIS_BENCH_BASELINE/portcullis-gateway), for the
     same deployment, alternated with this one (the order flipping each round): fixed rate four
@@ -496,9 +501,25 @@ def baseline(results, base, token, tmp, agent_key, gid):
         r.sort(key=lambda x: x[0])
         results[f"{name}_cpu_us_per_request"], results[f"{name}_saturation"] = r[len(r) // 2]
     large_prompts(results, pair, agent_key, tmp)
+    mcp_calls(results, [("baseline", old_addr, old.pid), ("current", gw_addr, gw.pid)], agent_key, gid)
     results["baseline_dir"] = BASELINE
     old.terminate()
     gw.terminate()
+
+
+def mcp_calls(results, pair, agent_key, gid):
+    """MCP tools/call to the bench tool, c=16, alternately four times each: the median p50,
+    requests/s and gateway CPU per request of each."""
+    runs = {"baseline": [], "current": []}
+    for round_ in range(4):
+        for name, addr, pid in (pair if round_ % 2 == 0 else pair[::-1]):
+            before = cpu_seconds(pid)
+            r = oha_mcp(f"http://{addr}/gateways/{gid}/mcp", agent_key, "bench-mcp/echo")
+            r["cpu_us"] = (cpu_seconds(pid) - before) / max(r["requests"], 1) * 1e6
+            runs[name].append(r)
+    for name, r in runs.items():
+        r.sort(key=lambda x: x["cpu_us"])
+        results[f"{name}_mcp"] = dict(r[len(r) // 2], p50_ms=statistics.median(x["p50_ms"] for x in r))
 
 
 def large_prompts(results, pair, agent_key, tmp):
@@ -558,6 +579,7 @@ def baseline_rows(r, direct_p50_ms=0.0):
     return [
         f"| before → after ({os.path.basename(r['baseline_dir'].rstrip('/'))} → this build): {r['rate']} requests/s, {'added ' if direct_p50_ms else ''}p50 ms (median of 4 alternating runs) | | {r['baseline_fixed_rate_p50_ms'] - direct_p50_ms:.3f} → {r['current_fixed_rate_p50_ms'] - direct_p50_ms:.3f} | {(r['current_fixed_rate_p50_ms'] - r['baseline_fixed_rate_p50_ms']) * 1000:+.0f} µs |",
         f"| before → after: saturation requests/s, gateway CPU per request (median of 4 alternating runs; runs in µs: {runs('baseline')} → {runs('current')}) | | {r['baseline_saturation']['rps']:.0f}, {r['baseline_cpu_us_per_request']:.0f} µs → {r['current_saturation']['rps']:.0f}, {r['current_cpu_us_per_request']:.0f} µs | {r['current_cpu_us_per_request'] - r['baseline_cpu_us_per_request']:+.0f} µs |",
+        *([f"| before → after: MCP tools/call, c=16: p50 ms, requests/s, gateway CPU per request (median of 4 alternating runs) | | {r['baseline_mcp']['p50_ms']:.3f}, {r['baseline_mcp']['rps']:.0f}, {r['baseline_mcp']['cpu_us']:.0f} µs → {r['current_mcp']['p50_ms']:.3f}, {r['current_mcp']['rps']:.0f}, {r['current_mcp']['cpu_us']:.0f} µs | {r['current_mcp']['cpu_us'] - r['baseline_mcp']['cpu_us']:+.0f} µs |"] if "current_mcp" in r else []),
         f"| before → after: 1 MiB prompts passed through, c=4: requests/s, gateway CPU per request (lower of 2 alternating runs), peak RSS | | {r['baseline_large_saturation']['rps']:.0f}, {r['baseline_large_cpu_us_per_request']:.0f} µs, {r['baseline_large_peak_rss_mib']:.0f} MiB → {r['current_large_saturation']['rps']:.0f}, {r['current_large_cpu_us_per_request']:.0f} µs, {r['current_large_peak_rss_mib']:.0f} MiB | {r['current_large_cpu_us_per_request'] - r['baseline_large_cpu_us_per_request']:+.0f} µs |",
     ]
 
