@@ -51,7 +51,7 @@ impl Identity {
 }
 
 fn canonical(claims: &Map<String, Value>) -> Result<Vec<u8>, ClientError> {
-    portcullis_shared::canonical::to_vec(claims)
+    portcullis_wire::canonical::to_vec(claims)
         .map_err(|e| ClientError::Invalid(format!("act-as claims: {e}")))
 }
 

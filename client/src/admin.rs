@@ -62,7 +62,7 @@ impl AdminClient {
         &self,
         agent_key: &str,
         gateway_id: Option<&str>,
-    ) -> Result<portcullis_shared::api::agents::ExchangedToken, ClientError> {
+    ) -> Result<portcullis_wire::api::agents::ExchangedToken, ClientError> {
         self.exchange(Some(agent_key), gateway_id).await
     }
 
@@ -72,14 +72,14 @@ impl AdminClient {
         &self,
         agent_key: Option<&str>,
         gateway_id: Option<&str>,
-    ) -> Result<portcullis_shared::api::agents::ExchangedToken, ClientError> {
-        let request = portcullis_shared::api::agents::ExchangeAgentKeyRequest {
+    ) -> Result<portcullis_wire::api::agents::ExchangedToken, ClientError> {
+        let request = portcullis_wire::api::agents::ExchangeAgentKeyRequest {
             workspace_id: None,
             gateway_id: gateway_id.map(str::to_string),
             agent_key: agent_key.map(str::to_string),
         };
         self.call(
-            portcullis_shared::api::service::AGENTS,
+            portcullis_wire::api::service::AGENTS,
             "ExchangeAgentKey",
             &request,
         )

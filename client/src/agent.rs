@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use portcullis_shared::audit::{AuditEventV1, QueryEventsRequest};
+use portcullis_wire::audit::{AuditEventV1, QueryEventsRequest};
 use serde::Deserialize;
 use serde_json::{json, Value};
 

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use portcullis_shared::api::service::AUDIT;
-use portcullis_shared::audit::{
+use portcullis_wire::api::service::AUDIT;
+use portcullis_wire::audit::{
     AuditEventV1, GetEventRequest, GetEventResponse, QueryEventsRequest, QueryEventsResponse,
     StreamEventsResponse,
 };
-use portcullis_shared::ConnectError;
+use portcullis_wire::ConnectError;
 
 use crate::defaults::{AUDIT_WAIT_INTERVAL, AUDIT_WAIT_TIMEOUT, PAGE_SIZE};
 use crate::error::ClientError;

@@ -2,7 +2,7 @@
 //! carries the operation path, the HTTP status and the server's body; a gateway's refusal is
 //! a [`GatewayError`] whose [`GatewayErrorKind`] says which class it is.
 
-use portcullis_shared::ConnectError;
+use portcullis_wire::ConnectError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -78,7 +78,7 @@ pub enum ClientError {
 
 impl ClientError {
     /// The Connect code, for errors the server reported.
-    pub fn code(&self) -> Option<portcullis_shared::Code> {
+    pub fn code(&self) -> Option<portcullis_wire::Code> {
         match self {
             ClientError::Admin { error: Some(e), .. } => Some(e.code),
             _ => None,

@@ -18,7 +18,7 @@ pub use agent::AgentClient;
 pub use error::{ClientError, GatewayError, GatewayErrorKind};
 pub use runtime::AgentRuntime;
 
-use portcullis_shared::api::agents::ExchangedToken;
+use portcullis_wire::api::agents::ExchangedToken;
 
 /// `ExchangeAgentKey`: trades an agent API key for a short-lived token (the agent's
 /// `token_ttl`) that `gateway_id`'s gateway accepts in its place; `gateway_id` may be `None`

@@ -6,5 +6,5 @@ use crate::error::ClientError;
 /// `text` as an RFC 3339 time: unchanged when it is one, otherwise now minus the duration it
 /// names (`<whole number><s|m|h|d>`).
 pub fn since(text: &str) -> Result<String, ClientError> {
-    portcullis_shared::since::since(text).map_err(ClientError::Invalid)
+    portcullis_wire::since::since(text).map_err(ClientError::Invalid)
 }

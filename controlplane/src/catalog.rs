@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use portcullis_shared::adapter::Definition;
+use portcullis_shared::adapter::{Check, Definition};
 
 /// `(file, text)` of every shipped definition.
 const SHIPPED: &[(&str, &str)] = &[

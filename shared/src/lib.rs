@@ -1,14 +1,11 @@
-//! Shared by every Portcullis component: the wire types of the control-plane API, the
-//! gateway snapshot, identifiers and key formats, and the Cedar schema.
+//! The engine the two binaries share: policy (Cedar), guards, catalog adapters, the MCP
+//! client, sealing, prices, egress checks, configuration and telemetry. The wire types are the
+//! `portcullis-wire` crate's, re-exported here under the same paths.
 
 pub mod adapter;
-pub mod api;
-pub mod audit;
-pub mod canonical;
 pub mod config;
 pub mod conn_limit;
 pub mod egress;
-pub mod error;
 #[cfg(test)]
 mod fuzz;
 pub mod guard;
@@ -21,18 +18,10 @@ pub mod prices;
 pub mod private_files;
 pub mod provider;
 pub mod seal;
-pub mod since;
-pub mod snapshot;
 pub mod sse;
 pub mod telemetry;
-pub mod ttl;
 pub mod webhook;
 
-pub use error::{Code, ConnectError};
-
-/// The current Unix time in milliseconds (0 for a clock set before 1970).
-pub fn unix_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub use portcullis_wire::{
+    api, audit, canonical, error, since, snapshot, ttl, unix_millis, Code, ConnectError,
+};

@@ -1,9 +1,9 @@
 //! Guards (`svc.rules.v1.RuleService`, DESIGN §16): what gateways block or redact in model
 //! input and output and in tool arguments and results. Guards are named by id or name.
 
-use portcullis_shared::api::guards::*;
-use portcullis_shared::api::service::RULES;
-use portcullis_shared::api::Empty;
+use portcullis_wire::api::guards::*;
+use portcullis_wire::api::service::RULES;
+use portcullis_wire::api::Empty;
 
 use super::AdminClient;
 use crate::error::ClientError;

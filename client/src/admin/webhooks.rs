@@ -6,9 +6,9 @@
 //! One method per operation, then the MCP tools' forms (`webhooks_…`), which take `since` as
 //! an RFC 3339 time or a duration back from now (`24h`).
 
-use portcullis_shared::api::eventing::*;
-use portcullis_shared::api::service::EVENTING;
-use portcullis_shared::api::Empty;
+use portcullis_wire::api::eventing::*;
+use portcullis_wire::api::service::EVENTING;
+use portcullis_wire::api::Empty;
 
 use super::AdminClient;
 use crate::error::ClientError;
