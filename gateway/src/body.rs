@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::GatewayError;
-use crate::server::Session;
+use crate::session::Session;
 
 /// How long a body with a declared length waits for its share of the budget.
 pub const BUDGET_WAIT: Duration = Duration::from_secs(10);

@@ -1,8 +1,9 @@
-//! Why a gateway request failed. [`crate::respond`] is the one place that turns these into
-//! responses in the caller's API shape.
+//! Why a gateway request failed, as data. The `respond` module is the one place that turns
+//! these into responses in the caller's API shape.
 
 use bytes::Bytes;
-use serde_json::Value;
+use portcullis_shared::api::guards::GuardStage;
+use serde_json::{json, Value};
 
 /// The shape a caller's replies take: the API it called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +71,7 @@ impl RpcError {
         Self {
             code: -32001,
             message: err.to_string(),
-            data: Some(crate::respond::refusal_data(err, request_id)),
+            data: Some(err.refusal_data(request_id)),
             denial: None,
         }
     }
@@ -114,7 +115,7 @@ pub enum GatewayError {
     ActAsRefused { code: &'static str, message: String },
     /// The person has no credential for a per-user connection yet.
     #[error("'{}' needs your own credential: provide it at the provision_url, then retry", .0.connection_name)]
-    CredentialRequired(Box<crate::peruser::Missing>),
+    CredentialRequired(Box<Missing>),
     #[error("{0}")]
     NotFound(String),
     #[error("model '{0}' is not available on this gateway")]
@@ -155,7 +156,7 @@ pub enum GatewayError {
     QuotaUnavailable(String),
     /// A `block` guard matched what was sent or answered.
     #[error("{0}")]
-    Filtered(crate::guard::Filtered),
+    Filtered(Filtered),
     #[error("{0}")]
     Internal(String),
 }
@@ -240,5 +241,86 @@ impl GatewayError {
             GatewayError::Filtered(f) => ("permission_error", f.code()),
             GatewayError::Internal(_) => ("server_error", "internal_error"),
         }
+    }
+}
+
+impl GatewayError {
+    /// What a refusal says beyond its message: the policy that decided it, the link to
+    /// provide a credential, or the quota.
+    pub fn details(&self, into: &mut Value) {
+        if let GatewayError::Denied(d) = self {
+            into["reason"] = json!(d.reason);
+            into["reason_code"] = json!(d.reason_code);
+            into["determining_policy"] = json!(d.determining_policy);
+        }
+        if let GatewayError::CredentialRequired(m) = self {
+            into["connection_name"] = json!(m.connection_name);
+            into["provision_url"] = json!(m.provision_url);
+            into["expires_at"] = json!(m.expires_at);
+        }
+        if let GatewayError::QuotaExceeded {
+            quota_id,
+            resets_at,
+            ..
+        } = self
+        {
+            into["quota_id"] = json!(quota_id);
+            into["resets_at"] = json!(resets_at);
+        }
+    }
+
+    /// The `data` of a JSON-RPC refusal: why, its code, the request and the refusal's
+    /// details.
+    pub fn refusal_data(&self, request_id: &str) -> Value {
+        let (_, code) = self.openai_type_and_code();
+        let mut data =
+            json!({"reason": self.to_string(), "reason_code": code, "request_id": request_id});
+        self.details(&mut data);
+        data
+    }
+}
+
+/// What a person has not provided yet, and where to provide it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    pub connection_name: String,
+    pub provision_url: String,
+    pub expires_at: String,
+}
+
+/// A `block` guard matched: the call fails (or its stream ends) with this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filtered {
+    pub stage: GuardStage,
+    /// The guard's name.
+    pub guard: String,
+    /// What it found (`card_number`, `secret`, `keyword`, …).
+    pub label: &'static str,
+}
+
+impl Filtered {
+    /// The reason code callers see: `output_filtered` or `input_filtered`.
+    pub fn code(&self) -> &'static str {
+        match self.stage {
+            GuardStage::LlmOutput | GuardStage::ToolResult => "output_filtered",
+            GuardStage::LlmInput | GuardStage::ToolArguments => "input_filtered",
+        }
+    }
+}
+
+impl std::fmt::Display for Filtered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.stage {
+            GuardStage::LlmOutput => "the model's answer",
+            GuardStage::LlmInput => "the request to the model",
+            GuardStage::ToolResult => "the tool's result",
+            GuardStage::ToolArguments => "the tool call's arguments",
+        };
+        write!(
+            f,
+            "guard '{}' blocked {what}: it found {}",
+            self.guard,
+            self.label.replace('_', " ")
+        )
     }
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::error::GatewayError;
 use crate::respond;
 use crate::route::RESOURCE_METADATA;
-use crate::server::Session;
+use crate::session::Session;
 use crate::snapshot::Compiled;
 
 /// `scheme://host` of the request as the caller addressed it.

@@ -30,6 +30,7 @@ pub mod request;
 pub mod respond;
 pub mod route;
 pub mod server;
+pub mod session;
 pub mod snapshot;
 pub mod spend;
 pub use portcullis_shared::sse;

@@ -25,7 +25,7 @@ use serde_json::json;
 
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
-use crate::server::Session;
+use crate::session::Session;
 use crate::{audit, authz, respond, Gateway};
 
 use api::{Inbound, InboundApi};

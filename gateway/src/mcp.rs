@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::error::{Denial, GatewayError, RpcError};
 use crate::request::RequestCtx;
-use crate::server::Session;
+use crate::session::Session;
 use crate::{audit, authz, respond, Gateway};
 
 pub use list::ToolsCache;

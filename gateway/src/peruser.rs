@@ -30,13 +30,7 @@ pub struct Credential {
 
 pub type Headers = Arc<Credential>;
 
-/// What a person has not provided yet, and where to provide it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Missing {
-    pub connection_name: String,
-    pub provision_url: String,
-    pub expires_at: String,
-}
+pub use crate::error::Missing;
 
 /// One connection's fetched credentials by subject, with when each must be fetched again.
 type People = HashMap<String, (Instant, Headers)>;

@@ -19,7 +19,7 @@ use crate::error::GatewayError;
 use crate::llm::api::InboundApi;
 use crate::request::{LazyContext, RequestCtx};
 use crate::route::{route, Route};
-use crate::server::Session;
+use crate::session::Session;
 use crate::snapshot::AgentEntry;
 use crate::{actas, authn, authz, llm, respond, Gateway};
 
@@ -38,9 +38,9 @@ impl HttpServerApp for Phases {
     ) -> Option<ReusedHttpStream> {
         // A header that does not arrive in time (a slow or idle client) closes the connection.
         let kept = session.take_connection_user_context().is_some();
-        let deadline = crate::server::HEADER_READ
+        let deadline = crate::session::HEADER_READ
             + if kept {
-                crate::server::IDLE_KEEPALIVE
+                crate::session::IDLE_KEEPALIVE
             } else {
                 std::time::Duration::ZERO
             };
@@ -62,7 +62,7 @@ impl HttpServerApp for Phases {
             session.set_keepalive(None);
         } else {
             // Kept for the next request at most this long idle (unless the client closes it).
-            session.set_keepalive(Some(crate::server::IDLE_KEEPALIVE.as_secs()));
+            session.set_keepalive(Some(crate::session::IDLE_KEEPALIVE.as_secs()));
         }
         if let Err(e) = self.answer(&mut session).await {
             tracing::debug!(error = %e, "Could not write the response.");

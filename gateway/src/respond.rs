@@ -7,7 +7,7 @@ use pingora::http::ResponseHeader;
 use serde_json::{json, Value};
 
 use crate::error::{GatewayError, RpcError, Shape};
-use crate::server::Session;
+use crate::session::Session;
 
 /// Extra response headers.
 pub type Headers<'a> = &'a [(&'static str, &'a str)];
@@ -104,34 +104,11 @@ pub async fn error(
     json(session, err.status(), &body, request_id, &headers).await
 }
 
-/// What a refusal says beyond its message: the policy that decided it, or the quota.
-fn details(err: &GatewayError, into: &mut Value) {
-    if let GatewayError::Denied(d) = err {
-        into["reason"] = json!(d.reason);
-        into["reason_code"] = json!(d.reason_code);
-        into["determining_policy"] = json!(d.determining_policy);
-    }
-    if let GatewayError::CredentialRequired(m) = err {
-        into["connection_name"] = json!(m.connection_name);
-        into["provision_url"] = json!(m.provision_url);
-        into["expires_at"] = json!(m.expires_at);
-    }
-    if let GatewayError::QuotaExceeded {
-        quota_id,
-        resets_at,
-        ..
-    } = err
-    {
-        into["quota_id"] = json!(quota_id);
-        into["resets_at"] = json!(resets_at);
-    }
-}
-
 /// `{"error": {message, type, code, param, request_id, …}}`.
 pub fn openai_error(err: &GatewayError, request_id: &str) -> Value {
     let (kind, code) = err.openai_type_and_code();
     let mut error = json!({"message": err.to_string(), "type": kind, "code": code, "param": null, "request_id": request_id});
-    details(err, &mut error);
+    err.details(&mut error);
     json!({ "error": error })
 }
 
@@ -139,24 +116,15 @@ pub fn openai_error(err: &GatewayError, request_id: &str) -> Value {
 pub fn anthropic_error(err: &GatewayError, request_id: &str) -> Value {
     let (_, code) = err.openai_type_and_code();
     let mut error = json!({"type": err.anthropic_type(), "message": err.to_string(), "code": code});
-    details(err, &mut error);
+    err.details(&mut error);
     json!({"type": "error", "error": error, "request_id": request_id})
 }
 
 /// A refusal before the MCP request was read (authentication, routing): its HTTP status with
 /// a JSON-RPC error body.
 fn jsonrpc_refusal(err: &GatewayError, request_id: &str) -> Value {
-    let data = refusal_data(err, request_id);
+    let data = err.refusal_data(request_id);
     json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": err.to_string(), "data": data}})
-}
-
-/// The `data` of a JSON-RPC refusal: why, its code, the request and the refusal's details.
-pub fn refusal_data(err: &GatewayError, request_id: &str) -> Value {
-    let (_, code) = err.openai_type_and_code();
-    let mut data =
-        json!({"reason": err.to_string(), "reason_code": code, "request_id": request_id});
-    details(err, &mut data);
-    data
 }
 
 /// A JSON-RPC reply: the result, or the in-band error.

@@ -25,17 +25,11 @@ use portcullis_shared::conn_limit::Gate;
 
 use crate::proxy::Phases;
 
-/// How long a request's header may take to arrive, from its first byte's wait.
-pub const HEADER_READ: Duration = Duration::from_secs(10);
-/// How long a kept connection may wait idle for its next request.
-pub const IDLE_KEEPALIVE: Duration = Duration::from_secs(75);
+pub use crate::session::{Session, HEADER_READ, IDLE_KEEPALIVE};
 
 mod coalesced;
 
 use coalesced::Coalesced;
-
-/// One request on a downstream connection, HTTP/1 or HTTP/2.
-pub type Session = pingora::protocols::http::ServerSession;
 
 /// Counts live connections and wakes the drain when the last one ends.
 #[derive(Default)]

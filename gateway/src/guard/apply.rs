@@ -12,42 +12,7 @@ use serde_json::{json, Value};
 use super::detect::{redact, Action, Detector, Found};
 use crate::request::RequestCtx;
 
-/// A `block` guard matched: the call fails (or its stream ends) with this.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Filtered {
-    pub stage: GuardStage,
-    /// The guard's name.
-    pub guard: String,
-    /// What it found (`card_number`, `secret`, `keyword`, …).
-    pub label: &'static str,
-}
-
-impl Filtered {
-    /// The reason code callers see: `output_filtered` or `input_filtered`.
-    pub fn code(&self) -> &'static str {
-        match self.stage {
-            GuardStage::LlmOutput | GuardStage::ToolResult => "output_filtered",
-            GuardStage::LlmInput | GuardStage::ToolArguments => "input_filtered",
-        }
-    }
-}
-
-impl std::fmt::Display for Filtered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let what = match self.stage {
-            GuardStage::LlmOutput => "the model's answer",
-            GuardStage::LlmInput => "the request to the model",
-            GuardStage::ToolResult => "the tool's result",
-            GuardStage::ToolArguments => "the tool call's arguments",
-        };
-        write!(
-            f,
-            "guard '{}' blocked {what}: it found {}",
-            self.guard,
-            self.label.replace('_', " ")
-        )
-    }
-}
+pub use crate::error::Filtered;
 
 /// What the guards of one stage did to one call.
 pub struct Tally {

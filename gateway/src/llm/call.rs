@@ -8,7 +8,7 @@ use super::upstream::{self, Attempt};
 use super::{members, plan, quota};
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
-use crate::server::Session;
+use crate::session::Session;
 use crate::snapshot::{ModelEntry, Target};
 use crate::Gateway;
 

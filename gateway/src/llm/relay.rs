@@ -20,7 +20,7 @@ use crate::error::{GatewayError, Shape};
 use crate::guard::detect::Detector;
 use crate::guard::{Filtered, Tally};
 use crate::request::RequestCtx;
-use crate::server::Session;
+use crate::session::Session;
 use crate::snapshot::ModelEntry;
 use crate::{respond, Gateway};
 use portcullis_shared::api::guards::GuardStage;
