@@ -197,7 +197,7 @@ fn parse_body<T: DeserializeOwned>(body: &[u8], keep_empty: Option<&[&str]>) -> 
             let mut value: Value = serde_json::from_slice(body).map_err(|e| {
                 invalid(format!(
                     "invalid request body: {}",
-                    strip_position(&e.to_string())
+                    crate::error::strip_position(&e.to_string())
                 ))
             })?;
             if let Value::Object(fields) = &mut value {
@@ -218,27 +218,12 @@ fn parse_body<T: DeserializeOwned>(body: &[u8], keep_empty: Option<&[&str]>) -> 
             serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
         }
     };
-    result.map_err(|e| invalid(format!("invalid request body: {}", field_error(e))))
-}
-
-/// What a parser refused, naming the field (`field a.b: detail`; the detail alone at the top),
-/// without serde_json's position.
-pub(crate) fn field_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> String {
-    let path = e.path().to_string();
-    let detail = strip_position(&e.into_inner().to_string());
-    if path == "." {
-        detail
-    } else {
-        format!("field {path}: {detail}")
-    }
-}
-
-/// serde_json appends " at line 1 column 42"; the field path says more.
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_string(),
-        None => message.to_string(),
-    }
+    result.map_err(|e| {
+        invalid(format!(
+            "invalid request body: {}",
+            crate::error::field_error(e)
+        ))
+    })
 }
 
 fn check_workspace(ctx: &Ctx, requested: Option<&str>) -> ApiResult<()> {

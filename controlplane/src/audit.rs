@@ -15,6 +15,7 @@ use crate::store::{self, now_ms, Store, StoreError};
 
 mod incoming;
 pub mod tails;
+pub mod webhook_types;
 mod writer;
 
 pub use incoming::Incoming;
@@ -202,8 +203,7 @@ async fn queue_for_webhooks(
         .iter()
         .map(|e| &e.event)
         .filter(|e| {
-            new_ids.contains(&e.event_id)
-                && crate::webhooks::events::webhook_type(&e.event_type).is_some()
+            new_ids.contains(&e.event_id) && webhook_types::webhook_type(&e.event_type).is_some()
         })
         .collect();
     if eligible.is_empty() {

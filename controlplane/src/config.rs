@@ -89,7 +89,7 @@ impl Default for Config {
             max_connections_per_ip: 1_000,
             sqlite_synchronous: crate::store::SqliteSync::default(),
             webhook_body_retention_days: 7,
-            webhook_retry_schedule: crate::webhooks::DEFAULT_SCHEDULE.to_string(),
+            webhook_retry_schedule: DEFAULT_WEBHOOK_SCHEDULE.to_string(),
             log_format: LogFormat::Text,
             catalog_dir: None,
             public_url: None,
@@ -98,6 +98,9 @@ impl Default for Config {
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
+/// When a webhook delivery is attempted, from its event: the first attempt at once.
+pub const DEFAULT_WEBHOOK_SCHEDULE: &str = "0s,5s,5m,30m,2h,5h,10h,10h";
+
 const ENV_KEYS: [&str; 19] = [
     "tls_cert",
     "tls_key",

@@ -113,3 +113,23 @@ pub fn connect_response(err: &ConnectError, request_id: &str) -> Response {
     }
     response
 }
+
+/// What a parser refused, naming the field (`field a.b: detail`; the detail alone at the top),
+/// without serde_json's position.
+pub(crate) fn field_error<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> String {
+    let path = e.path().to_string();
+    let detail = strip_position(&e.into_inner().to_string());
+    if path == "." {
+        detail
+    } else {
+        format!("field {path}: {detail}")
+    }
+}
+
+/// serde_json appends " at line 1 column 42"; the field path says more.
+pub(crate) fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}

@@ -35,7 +35,7 @@ pub struct Settings {
 }
 
 /// The default retry schedule (DESIGN §8).
-pub const DEFAULT_SCHEDULE: &str = "0s,5s,5m,30m,2h,5h,10h,10h";
+pub const DEFAULT_SCHEDULE: &str = crate::config::DEFAULT_WEBHOOK_SCHEDULE;
 /// A claim lasts this long; a process that dies mid-attempt leaves it to run out.
 pub const LEASE: Duration = Duration::from_secs(30);
 

@@ -53,7 +53,7 @@ fn parse_envelope(text: &str) -> Result<AuditEvent<Box<RawValue>>, String> {
         return Ok(event);
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(&mut de).map_err(crate::api::field_error)
+    serde_path_to_error::deserialize(&mut de).map_err(crate::error::field_error)
 }
 
 impl Incoming {

@@ -6,40 +6,7 @@
 use portcullis_shared::audit::{self, AuditEventV1};
 use serde_json::{json, Map, Value};
 
-/// Sent by `TestSubscription`.
-pub const TEST: &str = "eventing.test";
-
-/// Each webhook event type and the audit event type it is derived from.
-pub const TYPES: &[(&str, &str)] = &[
-    ("access.denied", audit::types::ACCESS_DENIED),
-    ("mcp.tool_call.completed", audit::types::TOOL_CALL),
-    (
-        "mcp.tool_result.filtered",
-        audit::types::TOOL_RESULT_FILTERED,
-    ),
-    ("llm.output.filtered", audit::types::LLM_OUTPUT_FILTERED),
-    ("agent.suspended", audit::types::AGENT_SUSPENDED),
-    (
-        "authorization.rule_bundle.deployed",
-        audit::types::RULE_BUNDLE_DEPLOYED,
-    ),
-    ("quota.threshold", audit::types::QUOTA_THRESHOLD),
-    ("quota.exceeded", audit::types::QUOTA_EXCEEDED),
-    (TEST, ""),
-];
-
-/// Whether subscriptions can name this type.
-pub fn is_known(event_type: &str) -> bool {
-    TYPES.iter().any(|(t, _)| *t == event_type)
-}
-
-/// The webhook type an audit event becomes, if any.
-pub fn webhook_type(audit_type: &str) -> Option<&'static str> {
-    TYPES
-        .iter()
-        .find(|(_, a)| !a.is_empty() && *a == audit_type)
-        .map(|(t, _)| *t)
-}
+pub use crate::audit::webhook_types::{is_known, webhook_type, TEST, TYPES};
 
 /// The event's `data`: who, on what, and the audit payload's own fields. Filters match on
 /// its top-level fields (`agent_id`, `agent_name`, `connection_name`, `tool_name`, and each
