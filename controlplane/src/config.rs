@@ -98,6 +98,10 @@ impl Default for Config {
 }
 
 /// The environment variables this daemon reads (others, such as the CLI's, are ignored).
+/// Longest life of an access token issued to a person's MCP client (interactive access); a
+/// gateway keeps revoked grants in its snapshot at least this long.
+pub const MAX_INTERACTIVE_ACCESS_SECS: i64 = 3600;
+
 /// When a webhook delivery is attempted, from its event: the first attempt at once.
 pub const DEFAULT_WEBHOOK_SCHEDULE: &str = "0s,5s,5m,30m,2h,5h,10h,10h";
 

@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod catalog;
 pub mod config;
 pub mod error;
+pub mod guard_rows;
 pub mod interactive;
 pub mod mcp_admin;
 pub mod metrics;

@@ -230,7 +230,7 @@ pub async fn build(
         guards: crate::store::guards::enabled(conn, ws)
             .await?
             .into_iter()
-            .map(crate::api::guards::snapshot_entry)
+            .map(crate::guard_rows::snapshot_entry)
             .collect::<ApiResult<_>>()?,
         interactive: SnapInteractive {
             authorization_server: d.authorization_server.to_string(),
@@ -238,7 +238,7 @@ pub async fn build(
             revoked_grants: crate::store::interactive::revoked_since(
                 conn,
                 ws,
-                now_ms() - (crate::interactive::MAX_ACCESS_SECS + 300) * 1000,
+                now_ms() - (crate::config::MAX_INTERACTIVE_ACCESS_SECS + 300) * 1000,
             )
             .await?,
         },

@@ -9,11 +9,11 @@ use portcullis_shared::api::Empty;
 use portcullis_shared::guard::config::Checked;
 use portcullis_shared::guard::schema::{SchemaGuard, REDACTED};
 use portcullis_shared::guard::{self, config, CompileError, Detector, GuardSpec};
-use portcullis_shared::snapshot::SnapGuard;
 use serde_json::Value;
 
 use super::{unary, views, Access, Ctx, Operation};
 use crate::error::{exists, invalid, not_found, precondition, ApiError, ApiResult};
+use crate::guard_rows::parse;
 use crate::store::guards::{self, GuardRow};
 use crate::store::{gateways, models, now_ms, pools, tools, Conn};
 use crate::validate;
@@ -186,30 +186,6 @@ fn config_text(config: &Value) -> ApiResult<String> {
     serde_json::to_string(config).map_err(|e| ApiError::Internal(e.to_string()))
 }
 
-/// The stored fields, parsed.
-struct Parsed {
-    stage: GuardStage,
-    kind: GuardKind,
-    action: GuardAction,
-    config: Value,
-    scope: Option<GuardScope>,
-}
-
-fn parse(row: &GuardRow) -> ApiResult<Parsed> {
-    Ok(Parsed {
-        stage: GuardStage::parse(&row.stage).ok_or_else(|| views::corrupt("guard stage"))?,
-        kind: GuardKind::parse(&row.kind).ok_or_else(|| views::corrupt("guard kind"))?,
-        action: GuardAction::parse(&row.action).ok_or_else(|| views::corrupt("guard action"))?,
-        config: serde_json::from_str(&row.config).map_err(|_| views::corrupt("guard config"))?,
-        scope: row
-            .scope
-            .as_deref()
-            .map(serde_json::from_str)
-            .transpose()
-            .map_err(|_| views::corrupt("guard scope"))?,
-    })
-}
-
 fn view(row: GuardRow) -> ApiResult<Guard> {
     let p = parse(&row)?;
     Ok(Guard {
@@ -224,23 +200,6 @@ fn view(row: GuardRow) -> ApiResult<Guard> {
         scope: p.scope,
         created_at: views::ts(row.created_at),
         updated_at: views::ts(row.updated_at),
-    })
-}
-
-/// An enabled guard as gateways receive it.
-pub fn snapshot_entry(row: GuardRow) -> ApiResult<SnapGuard> {
-    let p = parse(&row)?;
-    let scope = p.scope.unwrap_or_default();
-    Ok(SnapGuard {
-        guard_id: row.id,
-        name: row.name,
-        stage: p.stage,
-        kind: p.kind,
-        action: p.action,
-        config: p.config,
-        gateway_ids: scope.gateways,
-        model_ids: scope.models,
-        tool_ids: scope.tools,
     })
 }
 
