@@ -88,10 +88,7 @@ pub fn new_activity_id() -> String {
 fn provider_enabled(provider: &'static str, enabled: bool) -> Result<(), ClientError> {
     match enabled {
         true => Ok(()),
-        false => Err(ClientError::MissingProviderDependency {
-            provider,
-            feature: provider,
-        }),
+        false => Err(ClientError::MissingProviderDependency { provider }),
     }
 }
 
@@ -498,8 +495,7 @@ mod provider_features {
             matches!(
                 err,
                 ClientError::MissingProviderDependency {
-                    provider: "anthropic",
-                    feature: "anthropic"
+                    provider: "anthropic"
                 }
             ),
             "{err}"
@@ -517,7 +513,7 @@ mod provider_features {
             (client.messages(&body).await.unwrap_err(), "anthropic"),
         ] {
             assert!(
-                matches!(&err, ClientError::MissingProviderDependency { provider: p, .. } if *p == provider),
+                matches!(&err, ClientError::MissingProviderDependency { provider: p } if *p == provider),
                 "{err}"
             );
         }

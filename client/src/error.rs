@@ -64,13 +64,10 @@ pub enum ClientError {
     /// (checked locally; nothing was sent).
     #[error("denied: {resource}: {reason}")]
     Denied { resource: String, reason: String },
-    /// A provider's API was called in a build of the SDK without that provider's feature
-    /// (`openai`, `anthropic`; both on by default).
-    #[error("missing provider dependency: calling {provider} models needs the SDK's `{feature}` feature")]
-    MissingProviderDependency {
-        provider: &'static str,
-        feature: &'static str,
-    },
+    /// A provider's API was called in a build of the SDK without that provider's feature,
+    /// named as the provider (`openai`, `anthropic`; both on by default).
+    #[error("missing provider dependency: calling {provider} models needs the SDK's `{provider}` feature")]
+    MissingProviderDependency { provider: &'static str },
     /// The reply was not the JSON the operation promises.
     #[error("{path}: unexpected reply: {message}")]
     Decode { path: String, message: String },

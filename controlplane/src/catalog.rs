@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use portcullis_shared::adapter::{Check, Definition};
+use portcullis_shared::adapter::{self, Definition};
 
 /// `(file, text)` of every shipped definition.
 const SHIPPED: &[(&str, &str)] = &[
@@ -65,8 +65,7 @@ impl Catalog {
 fn parse(file: &str, text: &str) -> Result<Definition, String> {
     let d: Definition =
         serde_json::from_str(text).map_err(|e| format!("catalog adapter {file}: {e}"))?;
-    d.check()
-        .map_err(|e| format!("catalog adapter {file}: {e}"))?;
+    adapter::check(&d).map_err(|e| format!("catalog adapter {file}: {e}"))?;
     Ok(d)
 }
 

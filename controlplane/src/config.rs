@@ -102,7 +102,8 @@ impl Default for Config {
 /// gateway keeps revoked grants in its snapshot at least this long.
 pub const MAX_INTERACTIVE_ACCESS_SECS: i64 = 3600;
 
-/// When a webhook delivery is attempted, from its event: the first attempt at once.
+/// When a webhook delivery is attempted, from its event: the first attempt at once (DESIGN
+/// §8).
 pub const DEFAULT_WEBHOOK_SCHEDULE: &str = "0s,5s,5m,30m,2h,5h,10h,10h";
 
 const ENV_KEYS: [&str; 19] = [

@@ -39,8 +39,6 @@ use crate::store::agents::AgentRow;
 use crate::store::{interactive, Conn, StoreError};
 use crate::App;
 
-/// Longest life of an access token issued here (an agent's `token_ttl` may be shorter).
-pub const MAX_ACCESS_SECS: i64 = crate::config::MAX_INTERACTIVE_ACCESS_SECS;
 /// Refresh tokens live thirty days, each used once.
 const REFRESH_SECS: i64 = 30 * 24 * 3600;
 /// A sign-in at the OpenID provider must come back within ten minutes.

@@ -34,8 +34,6 @@ pub struct Settings {
     pub history_retention: Duration,
 }
 
-/// The default retry schedule (DESIGN §8).
-pub const DEFAULT_SCHEDULE: &str = crate::config::DEFAULT_WEBHOOK_SCHEDULE;
 /// A claim lasts this long; a process that dies mid-attempt leaves it to run out.
 pub const LEASE: Duration = Duration::from_secs(30);
 

@@ -206,8 +206,8 @@ async fn call(
     if !rc.gateway.offers(&entry.id, tool) {
         return Err(unknown());
     }
-    let cataloged = entry.catalog.get(tool).cloned();
-    match &cataloged {
+    let cataloged = entry.catalog.get(tool);
+    match cataloged {
         None if !discovery::by_caller(entry) => return Err(not_cataloged(name)),
         Some(status) => {
             if let Some(refusal) = blocked(name, status, rc.request_id) {

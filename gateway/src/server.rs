@@ -5,8 +5,10 @@
 //! ([`coalesced`]), then pingora's HTTP server session handles the connection. On
 //! shutdown each worker stops accepting, tells pingora to end keep-alive, and waits for its
 //! in-flight requests up to the grace period. Connections are bounded in all and per client
-//! address ([`Gate`]); a request's header must arrive within [`HEADER_READ`] of the
-//! connection (or of the previous response, after [`IDLE_KEEPALIVE`] idle at most).
+//! address ([`Gate`]); a request's header must arrive within
+//! [`HEADER_READ`](crate::session::HEADER_READ) of the
+//! connection (or of the previous response, after
+//! [`IDLE_KEEPALIVE`](crate::session::IDLE_KEEPALIVE) idle at most).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,8 +26,6 @@ use tokio::sync::{watch, Notify};
 use portcullis_shared::conn_limit::Gate;
 
 use crate::proxy::Phases;
-
-pub use crate::session::{Session, HEADER_READ, IDLE_KEEPALIVE};
 
 mod coalesced;
 

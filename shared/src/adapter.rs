@@ -7,52 +7,49 @@ use serde_json::Value;
 pub use portcullis_wire::adapter::*;
 
 /// Checks a definition as the registry loads it.
-pub trait Check {
-    fn check(&self) -> Result<(), String>;
-}
-
-impl Check for Definition {
-    fn check(&self) -> Result<(), String> {
-        let slug_ok = !self.slug.is_empty()
-            && self.slug.len() <= 64
-            && self
-                .slug
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if !slug_ok {
-            return Err(format!(
-                "slug {:?} must be lowercase letters, digits and -",
-                self.slug
-            ));
-        }
-        base_url(&self.base_url)?;
-        match self.auth.method.as_str() {
-            "none" => {}
-            "api-key" if !self.auth.header.is_empty() => {
-                http::HeaderName::from_bytes(self.auth.header.as_bytes()).map_err(|_| {
-                    format!("auth.header {:?} is not a header name", self.auth.header)
-                })?;
-            }
-            other => {
-                return Err(format!(
-                    "auth.method {other:?} must be none or api-key (with a header)"
-                ))
-            }
-        }
-        if self.operations.is_empty() || self.operations.len() > MAX_OPERATIONS {
-            return Err(format!(
-                "an adapter defines 1 to {MAX_OPERATIONS} operations"
-            ));
-        }
-        let mut names = std::collections::HashSet::new();
-        for op in &self.operations {
-            if !names.insert(op.name.as_str()) {
-                return Err(format!("operation {} is defined twice", op.name));
-            }
-            check_operation(op).map_err(|e| format!("operation {}: {e}", op.name))?;
-        }
-        Ok(())
+pub fn check(definition: &Definition) -> Result<(), String> {
+    let slug_ok = !definition.slug.is_empty()
+        && definition.slug.len() <= 64
+        && definition
+            .slug
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !slug_ok {
+        return Err(format!(
+            "slug {:?} must be lowercase letters, digits and -",
+            definition.slug
+        ));
     }
+    base_url(&definition.base_url)?;
+    match definition.auth.method.as_str() {
+        "none" => {}
+        "api-key" if !definition.auth.header.is_empty() => {
+            http::HeaderName::from_bytes(definition.auth.header.as_bytes()).map_err(|_| {
+                format!(
+                    "auth.header {:?} is not a header name",
+                    definition.auth.header
+                )
+            })?;
+        }
+        other => {
+            return Err(format!(
+                "auth.method {other:?} must be none or api-key (with a header)"
+            ))
+        }
+    }
+    if definition.operations.is_empty() || definition.operations.len() > MAX_OPERATIONS {
+        return Err(format!(
+            "an adapter defines 1 to {MAX_OPERATIONS} operations"
+        ));
+    }
+    let mut names = std::collections::HashSet::new();
+    for op in &definition.operations {
+        if !names.insert(op.name.as_str()) {
+            return Err(format!("operation {} is defined twice", op.name));
+        }
+        check_operation(op).map_err(|e| format!("operation {}: {e}", op.name))?;
+    }
+    Ok(())
 }
 
 fn check_operation(op: &Operation) -> Result<(), String> {

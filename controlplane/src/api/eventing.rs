@@ -13,12 +13,13 @@ use portcullis_shared::webhook;
 use serde_json::{Map, Value};
 
 use super::{unary, views, Access, Ctx, Operation};
+use crate::audit::webhook_types;
 use crate::error::{exists, invalid, not_found, precondition, ApiResult};
 use crate::store::webhooks::{self as rows, DestinationRow, SubscriptionRow};
 use crate::store::{now_ms, Conn};
 use crate::validate;
 use crate::webhooks::send::{secret_aad, settings_aad};
-use crate::webhooks::{events, filter::Filters, providers, target};
+use crate::webhooks::{filter::Filters, providers, target};
 
 pub fn operations() -> Vec<(&'static str, Operation)> {
     let view = Access::Platform(Permission::EventingView);
@@ -84,8 +85,8 @@ fn event_types(given: &[String]) -> ApiResult<Vec<String>> {
         return Err(invalid("event_types: name at least one event type"));
     }
     for (i, t) in list.iter().enumerate() {
-        if !events::is_known(t) {
-            let known: Vec<&str> = events::TYPES.iter().map(|(t, _)| *t).collect();
+        if !webhook_types::is_known(t) {
+            let known: Vec<&str> = webhook_types::TYPES.iter().map(|(t, _)| *t).collect();
             return Err(invalid(format!(
                 "event_types[{i}]: unknown event type {t:?}; the types are {}",
                 known.join(", ")

@@ -18,9 +18,7 @@ use portcullis_shared::keys;
 use portcullis_shared::snapshot::{AgentTokenClaims, AGENT_TOKEN_ISSUER};
 use serde_json::json;
 
-use super::{
-    admits, json_reply, oauth_error, random_token, record, Code, MAX_ACCESS_SECS, REFRESH_SECS,
-};
+use super::{admits, json_reply, oauth_error, random_token, record, Code, REFRESH_SECS};
 use crate::api::exchange::sign;
 use crate::error::ApiError;
 use crate::store::interactive::{self, ClientRow, GrantRow};
@@ -281,7 +279,9 @@ async fn issue(app: &App, grant: &GrantRow, refresh: &str) -> Result<Response, R
             "the agent no longer admits this person interactively; the grant is revoked",
         ));
     };
-    let ttl = agent.token_ttl_secs.clamp(1, MAX_ACCESS_SECS);
+    let ttl = agent
+        .token_ttl_secs
+        .clamp(1, crate::config::MAX_INTERACTIVE_ACCESS_SECS);
     let now = chrono::Utc::now().timestamp();
     let claims = AgentTokenClaims {
         iss: AGENT_TOKEN_ISSUER.to_string(),

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use super::events;
 use super::filter::Filters;
 use super::{idle, Settings, Wake};
+use crate::audit::webhook_types;
 use crate::store::webhooks::{self as rows, DeliveryRow, SubscriptionRow};
 use crate::store::{now_ms, Conn, Store, StoreError};
 
@@ -76,7 +77,7 @@ pub async fn dispatch_once(store: &Store, settings: &Settings) -> Result<usize, 
         let Ok(event) = serde_json::from_str::<AuditEventV1>(&body) else {
             continue;
         };
-        let Some(kind) = events::webhook_type(&event.event_type) else {
+        let Some(kind) = webhook_types::webhook_type(&event.event_type) else {
             continue;
         };
         if !subscriptions.contains_key(&q.workspace_id) {

@@ -6,8 +6,6 @@
 use portcullis_shared::audit::{self, AuditEventV1};
 use serde_json::{json, Map, Value};
 
-pub use crate::audit::webhook_types::{is_known, webhook_type, TEST, TYPES};
-
 /// The event's `data`: who, on what, and the audit payload's own fields. Filters match on
 /// its top-level fields (`agent_id`, `agent_name`, `connection_name`, `tool_name`, and each
 /// type's own).
@@ -63,6 +61,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::audit::webhook_types::{is_known, webhook_type, TEST};
 
     #[test]
     fn a_tool_call_names_its_agent_connection_and_tool() {

@@ -173,20 +173,13 @@ impl OnCall {
             map.entry(tool.id.clone()).or_default().clone()
         };
         let mut found = slot.lock().await;
-        if fresh(&found, Some(&tool.fingerprint)) {
-            return Ok(found
-                .as_ref()
-                .map(|f| f.statuses.clone())
-                .unwrap_or_default());
+        if let Some(f) = found.as_ref().filter(|f| f.answers(tool)) {
+            return Ok(f.statuses.clone());
         }
         let listed = session
             .list_all_tools(gw, extra)
             .await
             .map_err(|e| format!("{}: {e}", tool.name))?;
-        let listed: Vec<Value> = listed
-            .into_iter()
-            .filter(|t| t.get("name").and_then(Value::as_str).is_some())
-            .collect();
         let reported = report(gw, tool, &listed).await?;
         let statuses = Arc::new(by_name(reported.catalog));
         *found = Some(Found {
@@ -209,24 +202,25 @@ impl OnCall {
             .get(&tool.id)?
             .clone();
         let found = slot.try_lock().ok()?;
-        if !fresh(&found, Some(&tool.fingerprint)) {
-            return None;
-        }
-        found.as_ref()?.statuses.get(name).cloned()
+        let found = found.as_ref().filter(|f| f.answers(tool))?;
+        found.statuses.get(name).cloned()
     }
 }
 
-/// Whether a connection's entry is worth keeping: a call holds it, or what it found still
-/// answers.
-fn in_use_or_fresh(slot: &Arc<tokio::sync::Mutex<Option<Found>>>) -> bool {
-    Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |f| fresh(&f, None))
+impl Found {
+    /// Whether this discovery still answers for the connection as now configured.
+    fn answers(&self, tool: &ToolEntry) -> bool {
+        self.at.elapsed() < FOUND_TTL && self.fingerprint == tool.fingerprint
+    }
 }
 
-/// Whether a discovery still answers (for this configuration, when one is named).
-fn fresh(found: &Option<Found>, fingerprint: Option<&str>) -> bool {
-    found.as_ref().is_some_and(|f| {
-        f.at.elapsed() < FOUND_TTL && fingerprint.is_none_or(|fp| fp == f.fingerprint)
-    })
+/// Whether a connection's entry is worth keeping: a call holds it, or what it found is still
+/// young.
+fn in_use_or_fresh(slot: &Arc<tokio::sync::Mutex<Option<Found>>>) -> bool {
+    Arc::strong_count(slot) > 1
+        || slot.try_lock().map_or(true, |f| {
+            f.as_ref().is_some_and(|f| f.at.elapsed() < FOUND_TTL)
+        })
 }
 
 fn by_name(catalog: Vec<CatalogEntry>) -> HashMap<String, Status> {

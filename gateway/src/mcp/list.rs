@@ -241,14 +241,12 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Found {
             if !rc.gateway.offers(&tool.id, &name) {
                 continue;
             }
-            let cataloged =
-                tool.catalog
-                    .get(&name)
-                    .cloned()
-                    .or_else(|| match discovery::by_caller(tool) {
-                        true => gw.discovered_on_call.peek(tool, &name),
-                        false => None,
-                    });
+            // What a call discovered answers until the snapshot's catalog has it.
+            let cataloged = tool
+                .catalog
+                .get(&name)
+                .cloned()
+                .or_else(|| gw.discovered_on_call.peek(tool, &name));
             let (status, message) = match cataloged {
                 None => {
                     unknown.push(t.clone());

@@ -41,8 +41,7 @@ fn shipped_adapters_check_and_replay_their_fixtures() {
     assert!(all.len() >= 4, "three adapters, one with two versions");
     let mut replayed = 0;
     for (i, d) in all.iter().enumerate() {
-        d.check()
-            .unwrap_or_else(|e| panic!("{} v{}: {e}", d.slug, d.version));
+        check(d).unwrap_or_else(|e| panic!("{} v{}: {e}", d.slug, d.version));
         let newest = all.get(i + 1).is_none_or(|next| next.slug != d.slug);
         if !newest {
             continue;
@@ -165,16 +164,16 @@ fn failures_are_messages() {
 fn bad_definitions_are_refused() {
     let mut d = github();
     d.operations[0].path = "/repos/{owner}/{nope}/issues".into();
-    assert!(d.check().unwrap_err().contains("nope"));
+    assert!(check(&d).unwrap_err().contains("nope"));
     let mut d = github();
     d.operations[1] = d.operations[0].clone();
-    assert!(d.check().unwrap_err().contains("twice"));
+    assert!(check(&d).unwrap_err().contains("twice"));
     let mut d = github();
     d.base_url = "ftp://x".into();
-    assert!(d.check().is_err());
+    assert!(check(&d).is_err());
     let mut d = github();
     d.auth.method = "oauth".into();
-    assert!(d.check().is_err());
+    assert!(check(&d).is_err());
 }
 
 /// Whatever a service answers, and whatever arguments an agent sends, projecting and

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::{load_destination, load_subscription};
 use crate::api::{unary, views, Access, Ctx, Operation};
+use crate::audit::webhook_types;
 use crate::error::{invalid, not_found, precondition, ApiResult};
 use crate::store::webhooks::{self as rows, DeliveryQuery, DeliveryRow};
 use crate::store::{now_ms, Conn};
@@ -59,9 +60,9 @@ async fn test(ctx: Ctx, req: SubscriptionRefRequest) -> ApiResult<TestSubscripti
         "message".into(),
         json!("A test event from Portcullis: this destination receives webhooks."),
     );
-    let body = events::body(events::TEST, &views::ts(now), data).to_string();
+    let body = events::body(webhook_types::TEST, &views::ts(now), data).to_string();
     let settings = &ctx.app.webhooks.settings;
-    let delivery = new_delivery(&sub, &event_id, events::TEST, body, now, settings);
+    let delivery = new_delivery(&sub, &event_id, webhook_types::TEST, body, now, settings);
     rows::insert_delivery(tx.conn(), &delivery).await?;
     tx.commit().await?;
     ctx.app.webhooks.wake.deliveries.notify_one();
