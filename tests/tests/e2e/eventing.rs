@@ -299,7 +299,7 @@ async fn delete_subscription_stops_deliveries(
 }
 
 /// Waits until the delivery's first attempt is recorded and it waits for its retry.
-async fn wait_attempted(cp: &ControlPlane, id: &str) -> Value {
+pub(crate) async fn wait_attempted(cp: &ControlPlane, id: &str) -> Value {
     for _ in 0..200 {
         let d = delivery(cp, id).await["delivery"].clone();
         if d["attempts"] == 1 && d["status"] == "pending" {

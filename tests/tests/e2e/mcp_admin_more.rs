@@ -4,14 +4,14 @@
 //! links and disconnects; and webhook subscriptions and deliveries. Destructive tools refuse
 //! what does not exist with `not_found` (or `failed_precondition`), and change nothing.
 
-use std::time::Duration;
-
 use portcullis_tests::controlplane::{AGENTS, EVENTING, MGMT};
 use portcullis_tests::receiver::{verify, Answer, Receiver};
 use portcullis_tests::{on_both_backends, ControlPlane};
 use serde_json::{json, Value};
 
+use crate::eventing::wait_attempted;
 use crate::mcp_admin::{ok, refused, session};
+use crate::webhooks::{delivery, settled};
 
 on_both_backends!(
     gateways_members_and_quotas_by_name,
@@ -580,26 +580,6 @@ mod webhook_deliveries_through_the_tools {
     }
 }
 
-async fn delivery(cp: &ControlPlane, id: &str) -> Value {
-    let body = json!({"delivery_id": id, "include_body": true});
-    cp.ok(EVENTING, "GetDelivery", cp.body(body)).await
-}
-
-/// Waits until the delivery is in `status` (and has no attempt left to make).
-async fn settled(cp: &ControlPlane, id: &str, status: &str) -> Value {
-    for _ in 0..1200 {
-        let d = delivery(cp, id).await;
-        if d["delivery"]["status"] == status {
-            return d;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!(
-        "delivery {id} never became {status}: {:#}",
-        delivery(cp, id).await
-    );
-}
-
 async fn webhook_deliveries_through_the_tools(cp: &ControlPlane) {
     let receiver = Receiver::start().await;
     let created = cp
@@ -652,15 +632,7 @@ async fn webhook_deliveries_through_the_tools(cp: &ControlPlane) {
     )
     .await;
     let waiting = text(&ok(&out, 0)["delivery_id"]);
-    let mut d = delivery(cp, &waiting).await;
-    for _ in 0..200 {
-        if d["delivery"]["attempts"] == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        d = delivery(cp, &waiting).await;
-    }
-    assert_eq!(d["delivery"]["status"], "pending", "{d:#}");
+    wait_attempted(cp, &waiting).await;
 
     let dead_detail = delivery(cp, &dead[0]).await;
     let missing = "00000000-0000-4000-8000-000000000000";

@@ -505,7 +505,14 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
             cp.body(json!({"connection_id": pu})),
         )
         .await;
-    assert!(catalog.to_string().contains("\"whoami\""), "{catalog}");
+    assert!(
+        catalog["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "whoami" && t["status"] == "active"),
+        "the call recorded the operation: {catalog}"
+    );
 
     // The administrator's own grant and synced catalog; their agent lists and calls with it.
     let body = json!({"connection_id": pa, "act_as_sub": "admin@example.com"});

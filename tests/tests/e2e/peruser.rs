@@ -307,7 +307,7 @@ async fn an_openid_persons_link_is_matched_by_sub() {
         )
         .await;
     let agent_id = bot["agent"]["agent_id"].as_str().unwrap().to_string();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.gw.caught_up(&s.cp).await;
     let token = s.issuer.forge("valid", "alice", Some(&agent_id)).await;
     let params = json!({"name": "pu/whoami", "arguments": {}});
     let url = link(&s.rpc_as(&token, "tools/call", params.clone()).await);
