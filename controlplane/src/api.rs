@@ -8,8 +8,6 @@ pub(crate) mod agents;
 mod audit;
 pub(crate) mod auth;
 pub mod core;
-#[cfg(test)]
-mod coverage;
 mod eventing;
 pub(crate) mod exchange;
 mod gateways;
@@ -37,13 +35,12 @@ use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum::Router;
 use portcullis_shared::api::workspace::Permission;
 use portcullis_shared::api::{service, WorkspaceScoped};
-use portcullis_shared::{Code, ConnectError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -314,58 +311,16 @@ impl Default for Registry {
     }
 }
 
-pub fn router(app: Arc<App>) -> Router {
+/// The Connect API's routes (`POST /<service>/<Operation>`, the audit event stream) and its
+/// REST variant's, which the router of every door mounts.
+pub fn routes() -> Router<Arc<App>> {
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/ready", get(ready))
-        .route("/metrics", get(metrics))
         .route(
             "/svc.audit.v1.AuditService/StreamEvents",
             post(audit::stream::stream_events),
         )
         .route("/{service}/{operation}", post(dispatch))
         .merge(tools::rest::routes())
-        .merge(crate::mcp_admin::routes())
-        .merge(crate::provision::routes())
-        .merge(crate::oauth::flow::routes())
-        .merge(crate::interactive::routes())
-        .fallback(fallback)
-        .with_state(app)
-}
-
-async fn ready(State(app): State<Arc<App>>) -> Response {
-    if app.store.ping().await {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
-    }
-}
-
-async fn metrics(State(app): State<Arc<App>>, headers: axum::http::HeaderMap) -> Response {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let token = app.config.metrics_token.as_deref();
-    if !portcullis_shared::metrics_access::allowed(crate::peer::current(), authorization, token) {
-        let err = ConnectError::new(
-            Code::PermissionDenied,
-            portcullis_shared::metrics_access::REFUSED,
-        );
-        return connect_response(&err, "");
-    }
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.metrics.render(),
-    )
-        .into_response()
-}
-
-async fn fallback() -> Response {
-    let err = ConnectError::new(
-        Code::Unimplemented,
-        "no such route; operations are POST /<service>/<Operation>",
-    );
-    connect_response(&err, "")
 }
 
 async fn dispatch(

@@ -3,15 +3,15 @@
 //! person to `/oauth2/authorize` (or names itself by the URL of its metadata document,
 //! [`client_document`]) with PKCE S256 and the gateway's MCP URL as its `resource`
 //! (RFC 8707), which must be one of the gateway's public URLs ([`resource`]). The person signs
-//! in at the OpenID provider of the gateway's interactive agents ([`signin`]); only then are
-//! the agents listed, those whose exact `actas_allowed_emails` / `actas_allowed_subjects`
-//! entries admit them ([`authorize`]). No code is issued before the person approves the client
-//! on the consent page ([`consent`]), which is remembered for the person, client and agent
-//! until a grant of theirs for them is revoked. The authorization is a grant: the client
-//! trades its code for an agent token that names the person and the grant (the token
-//! `ExchangeAgentKey` mints, with `act` and `grant`) and a refresh token that is rotated on
-//! each use ([`token`]). Revoking a grant ends its refresh tokens at once and its access
-//! tokens when gateways next sync (snapshots list the grants revoked lately).
+//! in at the OpenID provider of the gateway's interactive agents ([`crate::signin`]); only
+//! then are the agents listed, those whose exact `actas_allowed_emails` /
+//! `actas_allowed_subjects` entries admit them ([`authorize`]). No code is issued before the
+//! person approves the client on the consent page ([`consent`]), which is remembered for the
+//! person, client and agent until a grant of theirs for them is revoked. The authorization is
+//! a grant: the client trades its code for an agent token that names the person and the grant
+//! (the token `ExchangeAgentKey` mints, with `act` and `grant`) and a refresh token that is
+//! rotated on each use ([`token`]). Revoking a grant ends its refresh tokens at once and its
+//! access tokens when gateways next sync (snapshots list the grants revoked lately).
 
 mod authorize;
 mod client_document;
@@ -20,7 +20,6 @@ mod consent;
 mod fuzz;
 mod register;
 mod resource;
-pub(crate) mod signin;
 mod token;
 
 use std::sync::Arc;
@@ -30,11 +29,9 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use rand::distributions::{Alphanumeric, DistString};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::api::agents::is_exact;
 use crate::store::agents::AgentRow;
 use crate::store::{interactive, Conn, StoreError};
 use crate::App;
@@ -127,11 +124,6 @@ fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
     )
 }
 
-/// A fresh secret value: 43 base62 characters (256 bits).
-pub(crate) fn random_token() -> String {
-    Alphanumeric.sample_string(&mut rand::rngs::OsRng, 43)
-}
-
 /// What the MCP client asked for, carried through sign-in to its code.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Request {
@@ -180,6 +172,11 @@ async fn record(app: &App, r: &Request, subject: &str, email: &str, grant: Optio
     if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {
         tracing::error!(error = %e, "Could not record the sign-in's audit event.");
     }
+}
+
+/// Whether an allow-list entry names one identity (no `*` pattern).
+pub(crate) fn is_exact(pattern: &str) -> bool {
+    !pattern.contains('*')
 }
 
 /// Whether the agent admits this person interactively now: interactive access on, the agent

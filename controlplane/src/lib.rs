@@ -1,27 +1,32 @@
 //! The Portcullis control plane: the only writer of state. It serves the management API
 //! (Connect unary JSON), compiles rule bundles, and hands gateways their snapshots.
 //!
-//! Request path: [`api`] (route, authenticate, parse, authorize) → handler → [`store`]
-//! (one write transaction per mutation, bumping the workspace revision) → [`api::sync`]
-//! wakes gateways waiting on that revision.
+//! Request path: [`doors`] (one router for every door) → [`api`] (route, authenticate, parse,
+//! authorize) → handler → [`store`] (one write transaction per mutation, bumping the workspace
+//! revision) → [`api::sync`] wakes gateways waiting on that revision.
 
 pub mod api;
 pub mod audit;
 pub mod bootstrap;
 pub mod catalog;
 pub mod config;
+pub mod doors;
 pub mod error;
 pub mod guard_rows;
 pub mod interactive;
 pub mod mcp_admin;
 pub mod metrics;
 pub mod oauth;
+pub(crate) mod pages;
 pub mod peer;
+pub mod per_user;
 pub mod provision;
 pub mod rules;
 mod server;
+pub(crate) mod signin;
 pub mod snapshot;
 pub mod store;
+pub(crate) mod token_signing;
 pub mod validate;
 pub mod webhooks;
 
@@ -134,7 +139,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         app.webhooks.settings.clone(),
         app.webhooks.wake.clone(),
     );
-    let router = api::router(app.clone()).layer(axum::middleware::from_fn(peer::scope));
+    let router = doors::router(app.clone()).layer(axum::middleware::from_fn(peer::scope));
     let gate = portcullis_shared::conn_limit::Gate::new(
         app.config.max_connections,
         app.config.max_connections_per_ip,

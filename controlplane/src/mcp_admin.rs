@@ -6,6 +6,8 @@
 //! an unknown tool or arguments that do not fit its schema are JSON-RPC errors.
 
 mod agents;
+#[cfg(test)]
+mod coverage;
 mod gateways;
 pub mod kit;
 mod models;

@@ -14,15 +14,16 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use portcullis_shared::audit::{types, ResourceRef};
 use portcullis_shared::keys;
 
-use crate::api::peruser::{self, PerUser};
 use crate::error::ApiResult;
+use crate::pages::{escape, failure, page, Refusal};
+use crate::per_user::{self, PerUser};
 use crate::store::credentials::{self, Owner};
 use crate::store::{now_ms, provision};
 use crate::App;
@@ -34,27 +35,6 @@ pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/provision/{token}", get(show).post(save))
         .route("/connect/{token}", get(show))
-}
-
-/// Why a link cannot be used, as the person reads it.
-pub(crate) enum Refusal {
-    Unknown,
-    Used,
-    Expired,
-    /// A key posted without the form its person was shown after signing in.
-    NotSignedIn,
-}
-
-impl Refusal {
-    pub(crate) fn page(self) -> Response {
-        let (status, text) = match self {
-            Refusal::Unknown => (StatusCode::NOT_FOUND, "This link is not one this service gave out."),
-            Refusal::Used => (StatusCode::GONE, "This link was already used. If your agent still asks for a credential, use the new link it gives you."),
-            Refusal::Expired => (StatusCode::GONE, "This link has expired (links last ten minutes). Ask your agent again for a new one."),
-            Refusal::NotSignedIn => (StatusCode::FORBIDDEN, "Nothing was stored: open the link and sign in first."),
-        };
-        page(status, "Link not usable", &format!("<p>{text}</p>"))
-    }
 }
 
 /// What a link is for: a person's key, or a consent at the provider.
@@ -83,7 +63,7 @@ async fn open(
         return Ok(Ok((row, Purpose::Consent)));
     }
     let owner = Owner::parse(&row.owner_kind).unwrap_or(Owner::Tool);
-    let c = peruser::per_user(&mut conn, &row.workspace_id, owner, &row.owner_id).await?;
+    let c = per_user::per_user(&mut conn, &row.workspace_id, owner, &row.owner_id).await?;
     let purpose = if c.oauth {
         Purpose::Consent
     } else {
@@ -189,46 +169,4 @@ async fn store(
     }
     tracing::info!(connection_id = %c.id, "A person stored their credential.");
     Ok(Ok(c.name))
-}
-
-pub(crate) fn failure(e: &crate::error::ApiError) -> Response {
-    if e.is_internal() {
-        tracing::error!(error = %e, "Provision page failed.");
-    }
-    let status = StatusCode::from_u16(e.to_connect("").code.http_status())
-        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    // The Connect message: an internal fault reads as one, without its details.
-    let message = e.to_connect("").message;
-    page(
-        status,
-        "Not available",
-        &format!("<p>{}</p>", escape(&message)),
-    )
-}
-
-/// A small self-contained page: never cached, never framed, never sending the link on.
-pub(crate) fn page(status: StatusCode, title: &str, body: &str) -> Response {
-    let html = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title} · Portcullis</title>\
-         <meta name=\"viewport\" content=\"width=device-width\"></head>\
-         <body style=\"font-family:sans-serif;max-width:36em;margin:3em auto\"><h1>{title}</h1>{body}</body></html>"
-    );
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-store"),
-            (header::REFERRER_POLICY, "no-referrer"),
-            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"),
-        ],
-        html,
-    )
-        .into_response()
-}
-
-pub(crate) fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }

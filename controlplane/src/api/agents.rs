@@ -13,7 +13,6 @@ use crate::store::credentials::{self, Owner};
 use crate::store::{agents, bundles, gateways, now_ms, Conn, WriteTx};
 use crate::validate;
 
-pub(crate) use fields::is_exact;
 use fields::Patch;
 
 pub fn operations() -> Vec<(&'static str, Operation)> {

@@ -16,13 +16,12 @@ use axum::response::{IntoResponse, Redirect, Response};
 use portcullis_shared::keys;
 use serde::{Deserialize, Serialize};
 
-use super::signin::{self, Issuer, Person};
 use super::{
-    admits, consent, random_token, record, resource, takes_sign_ins, Code, Request, CODE_SECS,
-    SIGNIN_SECS,
+    admits, consent, record, resource, takes_sign_ins, Code, Request, CODE_SECS, SIGNIN_SECS,
 };
 use crate::error::{invalid, ApiError, ApiResult};
-use crate::provision::{escape, failure, page};
+use crate::pages::{escape, failure, page};
+use crate::signin::{self, random_token, Issuer, Person};
 use crate::store::agents::{self, AgentRow};
 use crate::store::{gateways, interactive, now_ms, Conn};
 use crate::App;

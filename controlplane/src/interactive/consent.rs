@@ -17,10 +17,10 @@ use portcullis_shared::keys;
 use serde::{Deserialize, Serialize};
 
 use super::authorize::{admitting, issue_code, param, Back, Params};
-use super::signin::Person;
-use super::{random_token, Request, SIGNIN_SECS};
+use super::{Request, SIGNIN_SECS};
 use crate::error::{invalid, ApiResult};
-use crate::provision::{escape, failure, page};
+use crate::pages::{escape, failure, page};
+use crate::signin::{random_token, Person};
 use crate::store::agents::AgentRow;
 use crate::store::{gateways, interactive, now_ms};
 use crate::App;

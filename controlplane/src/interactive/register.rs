@@ -16,8 +16,9 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{json_reply, oauth_error, random_token};
+use super::{json_reply, oauth_error};
 use crate::oauth::documents::{REGISTER_BURST, REGISTER_REFILL};
+use crate::signin::random_token;
 use crate::store::{interactive, now_ms};
 use crate::App;
 

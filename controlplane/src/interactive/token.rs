@@ -18,11 +18,12 @@ use portcullis_shared::keys;
 use portcullis_shared::snapshot::{AgentTokenClaims, AGENT_TOKEN_ISSUER};
 use serde_json::json;
 
-use super::{admits, json_reply, oauth_error, random_token, record, Code, REFRESH_SECS};
-use crate::api::exchange::sign;
+use super::{admits, json_reply, oauth_error, record, Code, REFRESH_SECS};
 use crate::error::ApiError;
+use crate::signin::random_token;
 use crate::store::interactive::{self, ClientRow, GrantRow};
 use crate::store::{agents, now_ms};
+use crate::token_signing::sign;
 use crate::App;
 
 type Form = HashMap<String, String>;

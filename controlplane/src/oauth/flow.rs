@@ -17,7 +17,7 @@ use portcullis_shared::keys;
 
 use super::{provider, tokens};
 use crate::error::ApiResult;
-use crate::provision::{escape, failure, page, Refusal};
+use crate::pages::{escape, failure, page, Refusal};
 use crate::store::credentials::Owner;
 use crate::store::now_ms;
 use crate::store::oauth_flows::{self, FlowRow};

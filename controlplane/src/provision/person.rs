@@ -14,9 +14,10 @@ use portcullis_shared::audit::{results, types, ResourceRef};
 use portcullis_shared::keys;
 use serde::{Deserialize, Serialize};
 
-use super::{escape, open, page, Purpose, Refusal};
+use super::{open, Purpose};
 use crate::error::ApiResult;
-use crate::interactive::signin::{self, Endpoints, Issuer, Person};
+use crate::pages::{escape, page, Refusal};
+use crate::signin::{self, random_token, Endpoints, Issuer, Person};
 use crate::store::provision::ProvisionRow;
 use crate::store::{agents, interactive, now_ms};
 use crate::App;
@@ -60,8 +61,8 @@ pub(super) async fn sign_in(app: &App, token: &str, row: &ProvisionRow) -> ApiRe
     let issuer = signin::issuer_of(&mut conn, &agent).await?;
     drop(conn);
     let provider = signin::provider(app, &row.workspace_id, &issuer).await?;
-    let state = crate::interactive::random_token();
-    let nonce = crate::interactive::random_token();
+    let state = random_token();
+    let nonce = random_token();
     let (url, verifier) = signin::authorization_url(&provider, &state, &nonce);
     let pending = SignIn {
         token: token.to_string(),
@@ -194,7 +195,7 @@ async fn form(
     name: &str,
     owner: crate::store::credentials::Owner,
 ) -> ApiResult<Response> {
-    let form_token = crate::interactive::random_token();
+    let form_token = random_token();
     let mut tx = app.store.write_unscoped().await?;
     let (cipher, key) = (app.store.cipher(), keys::hash(&form_token));
     let (ws, link) = (&row.workspace_id, &row.token_hash);

@@ -6,6 +6,7 @@ use portcullis_shared::ttl;
 use serde_json::{Map, Value};
 
 use crate::error::{invalid, not_found, ApiResult};
+use crate::interactive::is_exact;
 use crate::store::credentials::{self, Owner};
 use crate::store::{actas_providers, agents::AgentRow, gateways, Conn};
 use crate::validate;
@@ -140,11 +141,6 @@ pub fn tool_ref(field: &str, value: &str) -> ApiResult<()> {
         return Err(bad());
     }
     Ok(())
-}
-
-/// Whether an allow-list entry names one identity (no `*` pattern).
-pub(crate) fn is_exact(pattern: &str) -> bool {
-    !pattern.contains('*')
 }
 
 impl Patch {

@@ -6,6 +6,10 @@
 //! expiry and nonce are checked. An email counts only when the ID token says
 //! `email_verified: true`, or the act-as provider is marked `trust_unverified_email` (an issuer
 //! that only issues verified emails) and the token does not say it is unverified.
+//!
+//! Two doors sign people in here and share its callback (`/oauth2/signin/callback`):
+//! interactive access, before an MCP client is authorized, and provision links, before a
+//! person stores a credential.
 
 use oauth2::basic::{
     BasicErrorResponse, BasicRevocationErrorResponse, BasicTokenIntrospectionResponse,
@@ -16,6 +20,7 @@ use oauth2::{
     ExtraTokenFields, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope,
     StandardRevocableToken, StandardTokenResponse, TokenUrl,
 };
+use rand::distributions::{Alphanumeric, DistString};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -25,6 +30,11 @@ use crate::oauth::tokens::describe;
 use crate::store::agents::AgentRow;
 use crate::store::{actas_providers, interactive, Conn};
 use crate::App;
+
+/// A fresh secret value: 43 base62 characters (256 bits).
+pub(crate) fn random_token() -> String {
+    Alphanumeric.sample_string(&mut rand::rngs::OsRng, 43)
+}
 
 /// The ID token beside the access token of a token response.
 #[derive(Debug, Clone, Serialize, Deserialize)]

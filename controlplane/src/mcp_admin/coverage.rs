@@ -163,12 +163,12 @@ fn problems(names: &BTreeSet<String>, doc: &str, sources: &HashMap<String, Strin
 
 /// Every operation (by method name) and MCP admin tool.
 fn names() -> BTreeSet<String> {
-    let registry = super::Registry::new();
+    let registry = crate::api::Registry::new();
     let operations = registry
         .paths()
         .into_iter()
         .filter_map(|p| p.rsplit('/').next().map(str::to_string));
-    let tools = crate::mcp_admin::TOOLS.iter().map(|t| t.name.to_string());
+    let tools = super::TOOLS.iter().map(|t| t.name.to_string());
     operations.chain(tools).collect()
 }
 
