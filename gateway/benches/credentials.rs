@@ -134,7 +134,7 @@ fn authenticate(c: &mut Criterion) {
     let compiled = snapshot::compile(&snap, &snapshot::Runtime::default()).unwrap();
     c.bench_function("authenticate: agent key", |b| {
         b.iter(|| {
-            authn::authenticate(&compiled, key, "g")
+            authn::authenticate(&compiled.authn, key, "g")
                 .unwrap()
                 .agent
                 .id
@@ -143,7 +143,7 @@ fn authenticate(c: &mut Criterion) {
     });
     c.bench_function("authenticate: exchanged token, remembered", |b| {
         b.iter(|| {
-            authn::authenticate(&compiled, &token, "g")
+            authn::authenticate(&compiled.authn, &token, "g")
                 .unwrap()
                 .agent
                 .id
@@ -211,8 +211,8 @@ fn actas_oidc(c: &mut Criterion) {
     }))
     .unwrap();
     let compiled = snapshot::compile(&snap, &snapshot::Runtime::default()).unwrap();
-    let agent = &compiled.agents[0];
-    let cfg = agent.actas_oidc.as_deref().unwrap();
+    let agent = &compiled.authn.agents[0].act_as;
+    let cfg = agent.oidc.as_deref().unwrap();
     let audiences = ["gw-users".to_string()];
     for (name, alg) in [
         ("EdDSA", jsonwebtoken::Algorithm::EdDSA),

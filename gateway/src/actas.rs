@@ -5,6 +5,7 @@
 //! `actas_min_method` then refuses identities weaker than it admits.
 
 mod claims;
+pub mod compile;
 pub mod oidc;
 #[cfg(test)]
 mod tests;
@@ -12,10 +13,25 @@ mod tests;
 use portcullis_shared::api::actas::ActAsStrength;
 use portcullis_shared::api::agents::ActAsMethod;
 use portcullis_shared::policy::ActAs;
+use std::sync::Arc;
 
 use crate::error::GatewayError;
-use crate::snapshot::{AgentEntry, Compiled};
 use crate::Gateway;
+
+/// How one agent's act-as identities are read and verified at this revision.
+pub struct AgentActAs {
+    /// The agent's id and name.
+    pub id: String,
+    pub name: String,
+    pub method: Option<ActAsMethod>,
+    pub required: bool,
+    /// The HMAC act-as secret (the agent's own or its provider's), when the method is `hmac`.
+    pub hmac_secret: Option<String>,
+    /// How act-as tokens are verified, when the method is `oidc`.
+    pub oidc: Option<Arc<oidc::OidcConfig>>,
+    /// Act-as tokens already verified for this agent at this snapshot.
+    pub oidc_memory: oidc::Memory,
+}
 
 pub const HEADER: &str = "x-svc-act-as";
 /// The longest act-as header read (an ID token with many groups fits).
@@ -39,7 +55,7 @@ pub(crate) enum Step<'h> {
 /// Reads the header by the agent's method. `bound` is the identity the presented key (or the
 /// token exchanged for it) is bound to.
 pub(crate) fn identify<'h>(
-    agent: &AgentEntry,
+    agent: &AgentActAs,
     header: Option<&'h [u8]>,
     bound: Option<ActAs>,
     now_secs: i64,
@@ -56,7 +72,7 @@ pub(crate) fn identify<'h>(
         }
         return Ok(Step::Done(person.clone()));
     }
-    let header = match (header, agent.actas_method) {
+    let header = match (header, agent.method) {
         (Some(_), Some(ActAsMethod::Bound)) => {
             return Err(refused(
                 "actas_bound",
@@ -69,13 +85,13 @@ pub(crate) fn identify<'h>(
         (None, Some(ActAsMethod::Bound)) if bound.is_some() => {
             return Ok(Step::Done(bound.unwrap_or_default()))
         }
-        (None, _) if agent.actas_required => {
+        (None, _) if agent.required => {
             return Err(refused(
                 "actas_required",
                 &format!(
                     "agent '{}' must act for a person: send {HEADER}{}",
                     agent.name,
-                    if agent.actas_method == Some(ActAsMethod::Bound) {
+                    if agent.method == Some(ActAsMethod::Bound) {
                         " (this key is bound to no one)"
                     } else {
                         ""
@@ -94,7 +110,7 @@ pub(crate) fn identify<'h>(
             .map_err(|_| refused("actas_malformed", "the header is not text"))?
             .trim(),
     };
-    match agent.actas_method {
+    match agent.method {
         None => Err(GatewayError::BadRequest(format!(
             "agent '{}' has no act-as method configured; do not send {HEADER}",
             agent.name
@@ -102,7 +118,7 @@ pub(crate) fn identify<'h>(
         Some(ActAsMethod::None) => claims::plain(header).map(Step::Done),
         Some(ActAsMethod::Hmac) => {
             let secret = agent
-                .actas_hmac_secret
+                .hmac_secret
                 .as_deref()
                 .ok_or_else(|| refused("actas_unconfigured", "no HMAC secret is configured"))?;
             claims::hmac(secret, header, now_secs).map(Step::Done)
@@ -124,7 +140,7 @@ fn strength(method: &str) -> ActAsStrength {
 }
 
 /// Refuses an identity weaker than the workspace admits.
-fn admit(min: ActAsStrength, agent: &AgentEntry, act_as: ActAs) -> Result<ActAs, GatewayError> {
+fn admit(min: ActAsStrength, agent: &AgentActAs, act_as: ActAs) -> Result<ActAs, GatewayError> {
     if act_as.present && strength(&act_as.method) < min {
         return Err(refused(
             "actas_too_weak",
@@ -143,8 +159,8 @@ fn admit(min: ActAsStrength, agent: &AgentEntry, act_as: ActAs) -> Result<ActAs,
 /// The admitted identity for Cedar's context, or why the request is refused.
 pub async fn verify(
     gw: &Gateway,
-    snap: &Compiled,
-    agent: &AgentEntry,
+    min: ActAsStrength,
+    agent: &AgentActAs,
     gateway_id: &str,
     header: Option<&[u8]>,
     bound: Option<ActAs>,
@@ -154,5 +170,5 @@ pub async fn verify(
         Step::Done(act_as) => act_as,
         Step::Oidc(token) => oidc::verify(gw, agent, gateway_id, token, now).await?,
     };
-    admit(snap.actas_min, agent, act_as)
+    admit(min, agent, act_as)
 }

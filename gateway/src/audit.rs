@@ -6,6 +6,7 @@
 //! `audit.dropped` event. Ingest is idempotent by event id, so re-sending is harmless.
 
 mod events;
+pub mod guards;
 pub mod ship;
 mod spool;
 
@@ -16,10 +17,7 @@ use std::sync::Arc;
 use portcullis_shared::audit::{bound, AuditEvent};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-pub use events::{
-    base, denial_event, dropped_event, millis, refused_event, resource, trace_id, user_agent_class,
-    Origin, PreAuth,
-};
+pub use events::{base, denial_event, dropped_event, millis, refused_event, resource, PreAuth};
 
 /// Events waiting for the writer; past this, emission drops and counts.
 const CHANNEL: usize = 65_536;

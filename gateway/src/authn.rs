@@ -7,13 +7,52 @@
 //! the key the token was exchanged for) is bound to; a token issued under an interactive grant
 //! carries the person who signed in, unless the grant was revoked.
 
+pub mod compile;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::RwLock;
+
 use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
 use portcullis_shared::keys::{self, KeyKind};
 use portcullis_shared::policy::ActAs;
 use portcullis_shared::snapshot::{AgentTokenClaims, AGENT_TOKEN_ISSUER};
 
+use crate::actas::AgentActAs;
+use crate::authz::AgentRules;
 use crate::error::GatewayError;
-use crate::snapshot::{AgentEntry, Compiled};
+
+/// Who may call at one revision: the agents, their keys, the keys exchanged tokens are signed
+/// with, and the tokens already verified.
+pub struct Table {
+    pub workspace_id: String,
+    /// SHA-256 hex of each key → index into `agents`.
+    pub keys: HashMap<String, usize>,
+    /// Agent id → index into `agents` (for exchanged tokens, which name the agent).
+    pub agent_ids: HashMap<String, usize>,
+    /// The public keys exchanged agent tokens may be signed with, by `kid`.
+    pub token_keys: HashMap<String, jsonwebtoken::DecodingKey>,
+    /// Exchanged tokens already verified against this snapshot's keys: token → (agent index,
+    /// audience, expiry). A signature is checked once per token and snapshot, not per call.
+    pub verified_tokens: RwLock<HashMap<Box<str>, Verified>>,
+    pub agents: Vec<AgentEntry>,
+    /// Interactive grants revoked while tokens issued under them may be unexpired.
+    pub revoked_grants: HashSet<String>,
+}
+
+/// An agent at one revision: who it is, the rules it is held to, how it acts for people.
+pub struct AgentEntry {
+    pub id: String,
+    pub name: String,
+    /// The parent the snapshot names (its Cedar entity holds every ancestor).
+    pub parent_id: Option<String>,
+    pub status: AgentStatus,
+    /// Its rules and the decisions remembered for it (its Cedar uid is `rules.uid`).
+    pub rules: AgentRules,
+    /// How its act-as identities are read and verified.
+    pub act_as: AgentActAs,
+    /// SHA-256 hex of a key bound to an end user → that user (method `bound`).
+    pub bound_keys: HashMap<String, ActAs>,
+}
 
 /// The key a caller presented: the bearer token of `Authorization`, else (where the route
 /// accepts it) the `x-api-key` value.
@@ -52,19 +91,19 @@ pub struct Caller<'a> {
 
 /// The caller behind `token` (a key or an exchanged token) on the gateway `gateway_id`.
 pub fn authenticate<'a>(
-    snap: &'a Compiled,
+    table: &'a Table,
     token: &str,
     gateway_id: &str,
 ) -> Result<Caller<'a>, GatewayError> {
     let (agent, bound) = match KeyKind::of(token) {
-        Some(KeyKind::Agent) => by_key(snap, token)?,
+        Some(KeyKind::Agent) => by_key(table, token)?,
         Some(KeyKind::Platform | KeyKind::Deployment) => {
             return Err(GatewayError::Unauthenticated(
                 "platform keys and deployment tokens cannot call gateways; use an agent API key"
                     .into(),
             ))
         }
-        None if token.split('.').count() == 3 => by_token(snap, token, gateway_id)?,
+        None if token.split('.').count() == 3 => by_token(table, token, gateway_id)?,
         None => {
             return Err(GatewayError::Unauthenticated(
                 "the API key is malformed".into(),
@@ -78,15 +117,15 @@ pub fn authenticate<'a>(
 }
 
 fn by_key<'a>(
-    snap: &'a Compiled,
+    table: &'a Table,
     token: &str,
 ) -> Result<(&'a AgentEntry, Option<ActAs>), GatewayError> {
     let hash = keys::hash(token);
-    let agent = snap
+    let agent = table
         .keys
         .get_key_value(hash.as_str())
         .filter(|(stored, _)| keys::hashes_equal(stored, &hash))
-        .and_then(|(_, index)| snap.agents.get(*index))
+        .and_then(|(_, index)| table.agents.get(*index))
         .ok_or_else(|| GatewayError::Unauthenticated("unknown or revoked API key".into()))?;
     let bound = bound_to(agent, || agent.bound_keys.get(&hash).cloned());
     Ok((agent, bound))
@@ -95,7 +134,7 @@ fn by_key<'a>(
 /// A key's bound end user counts only while the agent's act-as method is `bound` (and is
 /// only looked up then).
 fn bound_to(agent: &AgentEntry, subject: impl FnOnce() -> Option<ActAs>) -> Option<ActAs> {
-    (agent.actas_method == Some(ActAsMethod::Bound))
+    (agent.act_as.method == Some(ActAsMethod::Bound))
         .then(subject)
         .flatten()
 }
@@ -123,23 +162,23 @@ fn refused(why: &str) -> GatewayError {
 /// checking its signature and claims (about 50 µs) and remembering the result. A remembered
 /// token is rechecked under the read lock, without copying it.
 fn by_token<'a>(
-    snap: &'a Compiled,
+    table: &'a Table,
     token: &str,
     gateway_id: &str,
 ) -> Result<(&'a AgentEntry, Option<ActAs>), GatewayError> {
     let now = chrono::Utc::now().timestamp();
-    let known = snap
+    let known = table
         .verified_tokens
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .get(token)
-        .map(|v| admit_token(snap, v, gateway_id, now));
+        .map(|v| admit_token(table, v, gateway_id, now));
     if let Some(admitted) = known {
         return admitted;
     }
-    let v = verify(snap, token, gateway_id)?;
-    let admitted = admit_token(snap, &v, gateway_id, now);
-    let mut memory = snap
+    let v = verify(table, token, gateway_id)?;
+    let admitted = admit_token(table, &v, gateway_id, now);
+    let mut memory = table
         .verified_tokens
         .write()
         .unwrap_or_else(|e| e.into_inner());
@@ -152,7 +191,7 @@ fn by_token<'a>(
 
 /// A verified token still holds: unexpired, for this gateway, its agent still there.
 fn admit_token<'a>(
-    snap: &'a Compiled,
+    table: &'a Table,
     v: &Verified,
     gateway_id: &str,
     now: i64,
@@ -163,7 +202,7 @@ fn admit_token<'a>(
     if *v.aud != *gateway_id {
         return Err(refused("issued for another gateway"));
     }
-    let agent = snap
+    let agent = table
         .agents
         .get(v.agent)
         .ok_or_else(|| refused("its agent no longer exists"))?;
@@ -175,7 +214,7 @@ fn admit_token<'a>(
 }
 
 /// Checks an exchanged token's signature and claims against the snapshot.
-fn verify(snap: &Compiled, token: &str, gateway_id: &str) -> Result<Verified, GatewayError> {
+fn verify(table: &Table, token: &str, gateway_id: &str) -> Result<Verified, GatewayError> {
     let header = jsonwebtoken::decode_header(token).map_err(|_| refused("malformed"))?;
     if header.alg != jsonwebtoken::Algorithm::EdDSA {
         return Err(refused("not signed with EdDSA"));
@@ -183,7 +222,7 @@ fn verify(snap: &Compiled, token: &str, gateway_id: &str) -> Result<Verified, Ga
     let key = header
         .kid
         .as_deref()
-        .and_then(|kid| snap.token_keys.get(kid))
+        .and_then(|kid| table.token_keys.get(kid))
         .ok_or_else(|| refused("signed with a key this gateway does not know"))?;
     let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
     validation.leeway = LEEWAY_SECS;
@@ -200,15 +239,15 @@ fn verify(snap: &Compiled, token: &str, gateway_id: &str) -> Result<Verified, Ga
             }
         })?
         .claims;
-    if claims.ws != snap.workspace_id {
+    if claims.ws != table.workspace_id {
         return Err(refused("issued for another workspace"));
     }
-    let agent = *snap
+    let agent = *table
         .agent_ids
         .get(&claims.sub)
         .ok_or_else(|| refused("its agent no longer exists"))?;
     let bound = match claims.grant {
-        Some(grant) if snap.revoked_grants.contains(&grant) => {
+        Some(grant) if table.revoked_grants.contains(&grant) => {
             return Err(refused("its interactive grant was revoked; sign in again"))
         }
         Some(_) => Some(ActAs::interactive(
@@ -244,11 +283,10 @@ fn admitted(agent: &AgentEntry) -> Result<&AgentEntry, GatewayError> {
 mod fuzz {
     use proptest::prelude::*;
 
-    use super::authenticate;
-    use crate::snapshot::Compiled;
+    use super::{authenticate, Table};
 
-    fn snapshot() -> Compiled {
-        crate::fuzzing::agent_token_snapshot()
+    fn snapshot() -> Table {
+        crate::fuzzing::agent_token_snapshot().authn
     }
 
     fn bearer() -> impl Strategy<Value = String> {

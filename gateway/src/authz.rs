@@ -1,29 +1,86 @@
 //! Step three: may this agent do this, here? Cedar evaluates the workspace's bundles, the
 //! agent's own and the gateway's scoped admin bundles, each shared across agents and snapshots
 //! (their unconditional permits as [`Rules`] grants), and the answers combine as one set's
-//! would: default deny; a forbid wins; attachment alone authorizes nothing.
+//! would: default deny; a forbid wins; attachment alone authorizes nothing. The step owns its
+//! table ([`Table`], each agent's [`AgentRules`]) and the parsed bundles kept across
+//! revisions ([`BundleCache`]).
 
+mod bundles;
+pub mod compile;
+mod context;
 mod rules;
 
+pub use bundles::BundleCache;
+pub use context::LazyContext;
 pub use rules::Rules;
 use rules::Verdict;
 
-use cedar_policy::{EntityUid, Request};
+use cedar_policy::{Entities, EntityUid, Request};
 use portcullis_shared::policy::{action_uid, Action};
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use portcullis_shared::policy::ActAs;
 
 use crate::error::Denial;
 
-use crate::request::LazyContext;
-
-use crate::snapshot::{AgentEntry, Compiled, Decision, GatewayEntry};
+/// An authorization outcome.
+pub type Decision = Result<(), Denial>;
 
 /// Decisions by act-as identity, each with one cell per slot.
-pub type IdentityMemo = std::sync::RwLock<HashMap<ActAs, Arc<[OnceLock<Decision>]>>>;
+pub type IdentityMemo = RwLock<HashMap<ActAs, Arc<[OnceLock<Decision>]>>>;
+
+/// The workspace's rules at one revision.
+pub struct Table {
+    /// The workspace-scoped bundles, evaluated for every agent beside its own.
+    pub workspace_policies: Vec<Arc<Rules>>,
+    /// Every agent, gateway, model and pool, for Cedar.
+    pub entities: Entities,
+    /// How many decision slots each agent's memo has (see [`AgentRules::memo`]).
+    pub slots: usize,
+}
+
+/// One agent's rules and its decisions remembered at this revision.
+pub struct AgentRules {
+    pub uid: EntityUid,
+    pub name: String,
+    /// The agent's own bundle and its agent-scoped admin bundles, each shared with the
+    /// bundle cache (the workspace's bundles are [`Table::workspace_policies`]).
+    pub policies: Vec<Arc<Rules>>,
+    /// Decisions for requests without an act-as identity, by slot. They depend only on the
+    /// agent, action, resource and gateway, so each is evaluated once per snapshot.
+    pub memo: OnceLock<Box<[OnceLock<Decision>]>>,
+    /// Tool decisions without an act-as identity: (gateway slot, action, `connection/tool`).
+    pub tool_memo: RwLock<HashMap<(usize, u8, String), Decision>>,
+    /// Decisions for requests with an act-as identity, by identity and slot: the same person
+    /// through the same agent gets the same answer for the whole snapshot.
+    pub identity_memo: IdentityMemo,
+}
+
+impl AgentRules {
+    pub fn new(uid: EntityUid, name: String, policies: Vec<Arc<Rules>>) -> Self {
+        Self {
+            uid,
+            name,
+            policies,
+            memo: OnceLock::new(),
+            tool_memo: RwLock::default(),
+            identity_memo: IdentityMemo::default(),
+        }
+    }
+}
+
+/// The rules that decide one agent's requests through one gateway.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    pub table: &'a Table,
+    pub agent: &'a AgentRules,
+    /// Admin bundles scoped to the gateway.
+    pub gateway: &'a [Arc<Rules>],
+    /// The gateway's MCP slot, which keys the agent's tool decisions.
+    pub mcp_slot: usize,
+}
 
 /// At most this many identities are remembered per agent and snapshot (then it restarts).
 const IDENTITY_CAP: usize = 4096;
@@ -31,35 +88,32 @@ const IDENTITY_CAP: usize = 4096;
 /// Allows, or explains the denial, from (or into) the agent's memo for this snapshot: by
 /// slot alone without an act-as identity, by identity and slot with one.
 pub fn check_memo(
-    snap: &Compiled,
-    agent: &AgentEntry,
-    gateway: &GatewayEntry,
+    scope: &Scope<'_>,
     action: Action,
     resource: &EntityUid,
     context: &LazyContext,
     slot: usize,
 ) -> Decision {
-    let decide = || check(snap, agent, gateway, action, resource, context);
+    let decide = || check(scope, action, resource, context);
     let in_cell = |cell: Option<&OnceLock<Decision>>| match cell {
         Some(cell) => cell.get_or_init(decide).clone(),
         None => decide(),
     };
     let act_as = &context.typed().act_as;
     if act_as.present {
-        return in_cell(identity_cells(snap, agent, act_as).get(slot));
+        return in_cell(identity_cells(scope, act_as).get(slot));
     }
-    let memo = agent
+    let slots = scope.table.slots;
+    let memo = scope
+        .agent
         .memo
-        .get_or_init(|| (0..snap.slots).map(|_| OnceLock::new()).collect());
+        .get_or_init(|| (0..slots).map(|_| OnceLock::new()).collect());
     in_cell(memo.get(slot))
 }
 
 /// The agent's decision cells for this person, created on first sight.
-fn identity_cells(
-    snap: &Compiled,
-    agent: &AgentEntry,
-    act_as: &ActAs,
-) -> Arc<[OnceLock<Decision>]> {
+fn identity_cells(scope: &Scope<'_>, act_as: &ActAs) -> Arc<[OnceLock<Decision>]> {
+    let agent = scope.agent;
     if let Some(cells) = agent
         .identity_memo
         .read()
@@ -76,15 +130,13 @@ fn identity_cells(
         memo.clear();
     }
     memo.entry(act_as.clone())
-        .or_insert_with(|| (0..snap.slots).map(|_| OnceLock::new()).collect())
+        .or_insert_with(|| (0..scope.table.slots).map(|_| OnceLock::new()).collect())
         .clone()
 }
 
 /// Allows, or explains the denial.
 pub fn check(
-    snap: &Compiled,
-    agent: &AgentEntry,
-    gateway: &GatewayEntry,
+    scope: &Scope<'_>,
     action: Action,
     resource: &EntityUid,
     context: &LazyContext,
@@ -94,6 +146,7 @@ pub fn check(
         reason_code: "evaluation_error",
         determining_policy: "default-deny".into(),
     })?;
+    let agent = scope.agent;
     let request = Request::new(
         agent.uid.clone(),
         action_uid(action),
@@ -106,13 +159,14 @@ pub fn check(
         reason_code: "evaluation_error",
         determining_policy: "default-deny".into(),
     })?;
-    let bundles = snap
+    let bundles = scope
+        .table
         .workspace_policies
         .iter()
         .chain(&agent.policies)
-        .chain(&gateway.policies)
+        .chain(scope.gateway)
         .map(|rules| &**rules);
-    match rules::decide(bundles, &request, &snap.entities) {
+    match rules::decide(bundles, &request, &scope.table.entities) {
         Verdict::Permitted => Ok(()),
         Verdict::Forbidden(policy) => Err(Denial {
             reason: format!(
@@ -137,9 +191,7 @@ pub fn check(
 
 /// A tool decision, memoized per agent when the request has no act-as identity.
 pub fn check_tool(
-    snap: &Compiled,
-    agent: &AgentEntry,
-    gateway: &GatewayEntry,
+    scope: &Scope<'_>,
     action: Action,
     tool: &str,
     context: &LazyContext,
@@ -150,7 +202,8 @@ pub fn check_tool(
         Action::McpDiscover => 2,
         _ => 0,
     };
-    let key = (gateway.mcp_slot, code, tool.to_string());
+    let key = (scope.mcp_slot, code, tool.to_string());
+    let agent = scope.agent;
     if memoize {
         let memo = agent.tool_memo.read().unwrap_or_else(|e| e.into_inner());
         if let Some(decision) = memo.get(&key) {
@@ -158,7 +211,7 @@ pub fn check_tool(
         }
     }
     let uid = portcullis_shared::policy::uid(portcullis_shared::policy::Kind::Tool, tool);
-    let decision = check(snap, agent, gateway, action, &uid, context);
+    let decision = check(scope, action, &uid, context);
     if memoize {
         agent
             .tool_memo

@@ -324,3 +324,17 @@ impl std::fmt::Display for Filtered {
         )
     }
 }
+
+/// The strings to scrub from upstream replies: each secret value and, for `Bearer x` style
+/// values, the token alone.
+pub fn scrub_list<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in values {
+        out.push(v.clone());
+        if let Some((_, token)) = v.rsplit_once(' ') {
+            out.push(token.to_string());
+        }
+    }
+    out.retain(|v| v.len() >= 8);
+    out
+}

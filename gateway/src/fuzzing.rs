@@ -2,15 +2,15 @@
 //! the narrowest way in to parsers that are private to the gateway. Not an API.
 
 use bytes::Bytes;
-use portcullis_shared::api::agents::{ActAsMethod, AgentStatus};
-use portcullis_shared::policy::{uid, ActAs, Kind};
+use portcullis_shared::api::agents::ActAsMethod;
+use portcullis_shared::policy::ActAs;
 use portcullis_shared::prices::Usage;
 
+use crate::actas::AgentActAs;
 use crate::error::GatewayError;
 use crate::llm::api::{Inbound, InboundApi};
 use crate::llm::framing::Framing;
 use crate::llm::translate::{Context, Translation};
-use crate::snapshot::AgentEntry;
 
 /// The HMAC act-as secret of the agent [`act_as`] reads headers for.
 pub const HMAC_SECRET: &str = "0123456789abcdef";
@@ -61,24 +61,16 @@ fn unreachable_fixture(e: &str) -> crate::snapshot::Compiled {
     panic!("the agent-token fixture does not compile: {e}")
 }
 
-/// An active agent `a` with this act-as method and [`HMAC_SECRET`].
-pub fn agent(method: Option<ActAsMethod>) -> AgentEntry {
-    AgentEntry {
+/// The act-as settings of an agent `a` with this method and [`HMAC_SECRET`].
+pub fn agent(method: Option<ActAsMethod>) -> AgentActAs {
+    AgentActAs {
         id: "a".into(),
         name: "a".into(),
-        parent_id: None,
-        status: AgentStatus::Active,
-        uid: uid(Kind::Agent, "a"),
-        policies: Vec::new(),
-        actas_method: method,
-        actas_required: false,
-        actas_hmac_secret: Some(HMAC_SECRET.into()),
-        actas_oidc: None,
+        method,
+        required: false,
+        hmac_secret: Some(HMAC_SECRET.into()),
+        oidc: None,
         oidc_memory: Default::default(),
-        bound_keys: Default::default(),
-        memo: std::sync::OnceLock::new(),
-        tool_memo: std::sync::RwLock::default(),
-        identity_memo: Default::default(),
     }
 }
 

@@ -80,7 +80,7 @@ pub async fn metadata(
         "resource": resource,
         "authorization_servers": [snap.authorization_server],
         "bearer_methods_supported": ["header"],
-        "resource_name": format!("Portcullis gateway {}", gateway.name),
+        "resource_name": format!("Portcullis gateway {}", gateway.identity.name),
     });
     let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
     let cors = [("access-control-allow-origin", "*")];

@@ -270,7 +270,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     if let Some(snap) = gateway.lkg.load() {
         if snapshot::sync::apply(&gateway, &snap) {
             if let Some(current) = gateway.current() {
-                mcp::discovery::discover_changed(&gateway, &current);
+                mcp::discovery::discover_changed(
+                    &gateway,
+                    &current.tools,
+                    current.gateways.values().map(|g| &g.tools),
+                );
             }
             tracing::info!(
                 revision = snap.revision,

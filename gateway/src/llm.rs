@@ -8,6 +8,7 @@
 
 pub mod api;
 mod call;
+pub mod compile;
 mod credential;
 pub(crate) mod framing;
 mod guard;
@@ -16,6 +17,7 @@ mod plan;
 mod quota;
 mod record;
 mod relay;
+pub mod table;
 pub mod translate;
 mod upstream;
 pub mod wire;
@@ -30,6 +32,7 @@ use crate::{audit, authz, respond, Gateway};
 
 use api::{Inbound, InboundApi};
 use record::CallRecord;
+use table::GatewayModels;
 
 /// `POST …/v1/chat/completions` or `POST …/v1/messages`. Every call is recorded as
 /// `model.call`, failures included (a policy denial as `access.denied`, where it is decided).
@@ -37,10 +40,11 @@ pub async fn serve(
     gw: &Gateway,
     session: &mut Session,
     rc: &RequestCtx<'_>,
+    models: &GatewayModels,
     api: InboundApi,
 ) -> Result<(), GatewayError> {
     let mut record = CallRecord::new(gw, rc, api);
-    let result = serve_call(gw, session, rc, api, &mut record).await;
+    let result = serve_call(gw, session, (rc, models), api, &mut record).await;
     let status = session.response_written().map_or_else(
         || result.as_ref().err().map_or(0, GatewayError::status),
         |r| r.status.as_u16(),
@@ -52,7 +56,7 @@ pub async fn serve(
 async fn serve_call<'g>(
     gw: &'g Gateway,
     session: &mut Session,
-    rc: &RequestCtx<'_>,
+    (rc, models): (&RequestCtx<'_>, &GatewayModels),
     api: InboundApi,
     record: &mut CallRecord<'g, '_, '_>,
 ) -> Result<(), GatewayError> {
@@ -61,8 +65,7 @@ async fn serve_call<'g>(
         crate::body::read(session, gw.config.max_body_bytes, &gw.body_budget).await?;
     let mut inbound = Inbound::parse(api, raw, &session.req_header().headers)?;
     record.named(&inbound.model, inbound.stream);
-    let (target, slot) = rc
-        .gateway
+    let (target, slot) = models
         .targets
         .get(&inbound.model)
         .ok_or_else(|| GatewayError::ModelNotFound(inbound.model.clone()))?;
@@ -70,9 +73,7 @@ async fn serve_call<'g>(
     let resource = audit::resource(kind, target_id, target_name);
     record.resolved(resource.clone());
     if let Err(d) = authz::check_memo(
-        rc.snap,
-        rc.agent,
-        rc.gateway,
+        &rc.rules,
         Action::LlmInvoke,
         target.uid(),
         &rc.context,
@@ -82,7 +83,7 @@ async fn serve_call<'g>(
             .emit(audit::denial_event(rc, resource, "llm:invoke", &d));
         return Err(GatewayError::Denied(d));
     }
-    if let Some(detector) = rc.gateway.guards.input.get(target_id) {
+    if let Some(detector) = rc.guards.input.get(target_id) {
         guard_input(
             gw,
             rc,
@@ -108,7 +109,7 @@ fn guard_input(
     use portcullis_shared::api::guards::GuardStage;
     let mut tally = crate::guard::Tally::new(GuardStage::LlmInput, detector.clone());
     let result = guard::input(inbound.api.shape(), &mut inbound.body, &mut tally);
-    served.guards.add(gw, rc, &tally, resource);
+    audit::guards::record_stage(gw, rc, &mut served.guards, &tally, resource);
     if result.map_err(GatewayError::Filtered)? {
         inbound.raw = bytes::Bytes::from(serde_json::to_vec(&inbound.body).unwrap_or_default());
     }
@@ -117,16 +118,18 @@ fn guard_input(
 
 /// `GET …/v1/models`: the pools and direct models of this gateway this agent may invoke, in
 /// OpenAI's list shape, or Anthropic's when the caller sends `anthropic-version`.
-pub async fn models(session: &mut Session, rc: &RequestCtx<'_>) -> Result<(), GatewayError> {
+pub async fn models(
+    session: &mut Session,
+    rc: &RequestCtx<'_>,
+    models: &GatewayModels,
+) -> Result<(), GatewayError> {
     let mut names = Vec::new();
-    for name in &rc.gateway.target_names {
-        let Some((target, slot)) = rc.gateway.targets.get(name) else {
+    for name in &models.target_names {
+        let Some((target, slot)) = models.targets.get(name) else {
             continue;
         };
         let allowed = authz::check_memo(
-            rc.snap,
-            rc.agent,
-            rc.gateway,
+            &rc.rules,
             Action::LlmInvoke,
             target.uid(),
             &rc.context,

@@ -3,9 +3,11 @@
 //! ∩ `mcp:discover`, paginated, cached per caller), `tools/call` (membership, status,
 //! `mcp:call`, then the upstream); anything else is -32601. Tool names are `connection/tool`.
 
+pub mod compile;
 pub mod discovery;
 mod guard;
 mod list;
+pub mod table;
 pub mod upstream;
 
 use portcullis_shared::api::guards::GuardStage;
@@ -20,6 +22,7 @@ use crate::session::Session;
 use crate::{audit, authz, respond, Gateway};
 
 pub use list::ToolsCache;
+use table::Tools;
 
 /// `POST …/mcp`. A request that fails outside a tool call (which records `tool.call`) is
 /// recorded as `mcp.request`.
@@ -27,6 +30,7 @@ pub async fn handle(
     gw: &std::sync::Arc<Gateway>,
     session: &mut Session,
     rc: &RequestCtx<'_>,
+    tools: Tools<'_>,
 ) -> Result<(), GatewayError> {
     let (raw, _held) = crate::body::read(session, gw.config.max_body_bytes, &gw.body_budget)
         .await
@@ -34,7 +38,7 @@ pub async fn handle(
     let (method, id, outcome) = match jsonrpc::parse(&raw) {
         Parsed::Notification => return accepted(session, rc).await,
         Parsed::Request { method, id, params } => {
-            let outcome = dispatch(gw, rc, &method, &params).await;
+            let outcome = dispatch(gw, (rc, tools), &method, &params).await;
             (method, id, outcome)
         }
         Parsed::Malformed { id, code, message } => {
@@ -51,7 +55,7 @@ pub async fn handle(
 
 async fn dispatch(
     gw: &std::sync::Arc<Gateway>,
-    rc: &RequestCtx<'_>,
+    (rc, tools): (&RequestCtx<'_>, Tools<'_>),
     method: &str,
     params: &Value,
 ) -> Result<Value, RpcError> {
@@ -62,15 +66,15 @@ async fn dispatch(
             None,
         )),
         "ping" => Ok(json!({})),
-        "tools/list" => list::tools_list(gw, rc, params).await,
+        "tools/list" => list::tools_list(gw, rc, tools.gateway, params).await,
         "tools/call" => {
             let started = std::time::Instant::now();
             let mut guards = crate::guard::Log::default();
-            let outcome = call(gw, rc, params, &mut guards).await;
+            let outcome = call(gw, (rc, tools), params, &mut guards).await;
             if gw.audit.enabled() {
                 let latency = started.elapsed();
                 gw.audit
-                    .emit(call_event(rc, params, &outcome, latency, guards));
+                    .emit(call_event((rc, tools), params, &outcome, latency, guards));
             }
             outcome
         }
@@ -135,7 +139,7 @@ async fn reply(
 /// `access.denied` when a rule or the catalog refused it. Arguments and results are not
 /// recorded.
 fn call_event(
-    rc: &RequestCtx<'_>,
+    (rc, tools): (&RequestCtx<'_>, Tools<'_>),
     params: &Value,
     outcome: &Result<Value, RpcError>,
     latency: std::time::Duration,
@@ -148,7 +152,7 @@ fn call_event(
         .unwrap_or_default();
     let connection_id = name
         .split_once('/')
-        .and_then(|(c, _)| rc.snap.tools.get(c))
+        .and_then(|(c, _)| tools.by_name.get(c))
         .map(|t| t.id.as_str())
         .unwrap_or_default();
     let resource = audit::resource("tool", connection_id, name);
@@ -192,7 +196,7 @@ fn call_event(
 /// result untouched (`content`, `structuredContent`, `isError` as given).
 async fn call(
     gw: &std::sync::Arc<Gateway>,
-    rc: &RequestCtx<'_>,
+    (rc, tools): (&RequestCtx<'_>, Tools<'_>),
     params: &Value,
     guards: &mut crate::guard::Log,
 ) -> Result<Value, RpcError> {
@@ -202,8 +206,8 @@ async fn call(
         .ok_or_else(|| RpcError::new(-32602, "params.name is required (connection/tool)"))?;
     let unknown = || RpcError::new(-32602, format!("unknown tool: {name}"));
     let (connection, tool) = name.split_once('/').ok_or_else(unknown)?;
-    let entry = rc.snap.tools.get(connection).ok_or_else(unknown)?;
-    if !rc.gateway.offers(&entry.id, tool) {
+    let entry = tools.by_name.get(connection).ok_or_else(unknown)?;
+    if !tools.gateway.offers(&entry.id, tool) {
         return Err(unknown());
     }
     let cataloged = entry.catalog.get(tool);
@@ -216,16 +220,8 @@ async fn call(
         }
         None => {}
     }
-    authz::check_tool(
-        rc.snap,
-        rc.agent,
-        rc.gateway,
-        Action::McpCall,
-        name,
-        &rc.context,
-        rc.memoize,
-    )
-    .map_err(|d| RpcError::denied(&d, rc.request_id))?;
+    authz::check_tool(&rc.rules, Action::McpCall, name, &rc.context, rc.memoize)
+        .map_err(|d| RpcError::denied(&d, rc.request_id))?;
     // A per-user call goes with the person's own credential; one without it learns where to
     // provide it.
     let person = match entry.per_user {
@@ -324,7 +320,7 @@ async fn call(
 async fn person(
     gw: &Gateway,
     rc: &RequestCtx<'_>,
-    entry: &crate::snapshot::ToolEntry,
+    entry: &table::ToolEntry,
 ) -> Result<(String, crate::peruser::Headers), RpcError> {
     let refused = |e: GatewayError| {
         let (_, code) = e.openai_type_and_code();

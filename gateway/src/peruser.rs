@@ -4,7 +4,7 @@
 //! within that bound. A person without one gets a one-use link to provide it; that answer is
 //! never cached.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,6 @@ use portcullis_shared::snapshot::{CredentialOwner, GetCredentialRequest, GetCred
 
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
-use crate::snapshot::Compiled;
 use crate::Gateway;
 
 /// Longest a fetched credential is used before it is asked for again: under the 60 s bound
@@ -64,39 +63,15 @@ impl Credentials {
             .insert(subject.to_string(), (now + ttl, headers));
     }
 
-    /// Forgets the credentials of tool connections that changed or went away between two
-    /// snapshots (a new configuration may mean a new credential), and of models whose shared
-    /// OAuth grant changed.
-    pub fn forget_changed(&self, before: &Compiled, after: &Compiled) {
-        let now: HashSet<(&str, &str)> = after
-            .tools
-            .values()
-            .map(|t| (t.id.as_str(), t.fingerprint.as_str()))
-            .collect();
-        let mut changed: Vec<&str> = before
-            .tools
-            .values()
-            .filter(|t| !now.contains(&(t.id.as_str(), t.fingerprint.as_str())))
-            .map(|t| t.id.as_str())
-            .collect();
-        let grants = |c: &Compiled| -> HashMap<String, Option<i64>> {
-            c.models()
-                .into_iter()
-                .map(|m| (m.id.clone(), m.oauth_grant))
-                .collect()
-        };
-        let (was, is) = (grants(before), grants(after));
-        changed.extend(
-            was.iter()
-                .filter(|(id, grant)| grant.is_some() && is.get(*id) != Some(grant))
-                .map(|(id, _)| id.as_str()),
-        );
-        if changed.is_empty() {
+    /// Forgets the credentials of these connections (their configuration changed, which may
+    /// mean a new credential).
+    pub fn forget(&self, connection_ids: &[&str]) {
+        if connection_ids.is_empty() {
             return;
         }
         let mut map = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        for id in changed {
-            map.remove(id);
+        for id in connection_ids {
+            map.remove(*id);
         }
     }
 

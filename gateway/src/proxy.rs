@@ -14,13 +14,14 @@ use pingora::server::ShutdownWatch;
 use portcullis_shared::api::gateways::GatewayState;
 use portcullis_shared::policy::{Action, RequestContext};
 
-use crate::audit::{self, Origin};
+use crate::audit;
+use crate::authn::AgentEntry;
+use crate::authz::LazyContext;
 use crate::error::GatewayError;
 use crate::llm::api::InboundApi;
-use crate::request::{LazyContext, RequestCtx};
+use crate::request::{self, Origin, RequestCtx};
 use crate::route::{route, Route};
 use crate::session::Session;
-use crate::snapshot::AgentEntry;
 use crate::{actas, authn, authz, llm, respond, Gateway};
 
 pub struct Phases {
@@ -189,8 +190,8 @@ fn origin(session: &Session, route: &Route<'_>) -> Result<Origin, GatewayError> 
     Ok(Origin {
         surface,
         http_route,
-        user_agent_class: audit::user_agent_class(text("user-agent")),
-        trace_id: audit::trace_id(text("traceparent")),
+        user_agent_class: request::user_agent_class(text("user-agent")),
+        trace_id: request::trace_id(text("traceparent")),
         activity_id: activity_id(session)?,
         idempotency_key: text("idempotency-key")
             .filter(|k| !k.is_empty() && k.len() <= 256)
@@ -292,7 +293,7 @@ async fn dispatch(
             if let Some(suppressed) = admitted {
                 let pre = audit::PreAuth {
                     workspace_id: &snap.workspace_id,
-                    gateway,
+                    gateway: &gateway.identity,
                     agent,
                     request_id,
                     origin: &origin,
@@ -306,10 +307,11 @@ async fn dispatch(
         }
         err
     };
-    if gateway.state == GatewayState::Disabled {
+    let identity = &gateway.identity;
+    if identity.state == GatewayState::Disabled {
         return Err(refuse(
             None,
-            GatewayError::Forbidden(format!("gateway '{}' is disabled", gateway.name)),
+            GatewayError::Forbidden(format!("gateway '{}' is disabled", identity.name)),
         ));
     }
     let headers = &session.req_header().headers;
@@ -318,7 +320,7 @@ async fn dispatch(
         .then(|| headers.get("x-api-key").map(|v| v.as_bytes()))
         .flatten();
     let caller = authn::presented(headers.get("authorization").map(|v| v.as_bytes()), api_key)
-        .and_then(|token| authn::authenticate(&snap, token, &gateway.id))
+        .and_then(|token| authn::authenticate(&snap.authn, token, &identity.id))
         .map_err(|e| refuse(None, e))?;
     let agent = caller.agent;
     // An interactive token's resource is the gateway's MCP endpoint (RFC 8707), nothing else.
@@ -334,9 +336,9 @@ async fn dispatch(
     let act_as_header = headers.get(actas::HEADER);
     let act_as = actas::verify(
         gw,
-        &snap,
-        agent,
-        &gateway.id,
+        snap.actas_min,
+        &agent.act_as,
+        &identity.id,
         act_as_header.map(|v| v.as_bytes()),
         caller.bound,
     )
@@ -353,46 +355,59 @@ async fn dispatch(
     let memoize = !act_as.present;
     let context = LazyContext::new(RequestContext {
         act_as,
-        gateway_id: gateway.id.clone(),
+        gateway_id: identity.id.clone(),
         surface: origin.surface,
     });
     let slot = if is_mcp {
-        gateway.mcp_slot
+        identity.mcp_slot
     } else {
-        gateway.slot
+        identity.slot
     };
     let rc = RequestCtx {
         request_id,
-        snap: &snap,
+        workspace_id: &snap.workspace_id,
+        revision: snap.revision,
         agent,
-        gateway,
+        gateway: identity,
+        rules: gateway.rules(&snap, agent),
+        guards: &gateway.guards,
+        quotas: &snap.quotas,
         context,
         memoize,
         origin,
         act_as_raw,
     };
     if let Err(d) = authz::check_memo(
-        &snap,
-        agent,
-        gateway,
+        &rc.rules,
         Action::GatewayAccess,
-        &gateway.uid,
+        &identity.uid,
         &rc.context,
         slot,
     ) {
-        let resource = audit::resource("gateway", &gateway.id, &gateway.name);
+        let resource = audit::resource("gateway", &identity.id, &identity.name);
         gw.audit
             .emit(audit::denial_event(&rc, resource, "gateway:access", &d));
         return Err(GatewayError::Denied(d));
     }
     match route {
-        Route::ChatCompletions { .. } => llm::serve(gw, session, &rc, InboundApi::OpenAiChat).await,
-        Route::Messages { .. } => llm::serve(gw, session, &rc, InboundApi::AnthropicMessages).await,
-        Route::Models { .. } => llm::models(session, &rc).await,
-        Route::Mcp { .. } => crate::mcp::handle(gw, session, &rc).await,
+        Route::ChatCompletions { .. } => {
+            llm::serve(gw, session, &rc, &gateway.models, InboundApi::OpenAiChat).await
+        }
+        Route::Messages { .. } => {
+            llm::serve(
+                gw,
+                session,
+                &rc,
+                &gateway.models,
+                InboundApi::AnthropicMessages,
+            )
+            .await
+        }
+        Route::Models { .. } => llm::models(session, &rc, &gateway.models).await,
+        Route::Mcp { .. } => crate::mcp::handle(gw, session, &rc, gateway.tools(&snap)).await,
         _ => Err(GatewayError::NotFound(format!(
             "gateway '{}' has no route {} {}",
-            gateway.name,
+            identity.name,
             session.req_header().method,
             session.req_header().uri.path()
         ))),

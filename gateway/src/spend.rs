@@ -33,6 +33,26 @@ pub struct QuotaEntry {
     pub limit_micros: u64,
 }
 
+/// The snapshot's enabled quotas (disabled ones are stored, not enforced).
+pub fn compile(snap: &portcullis_shared::snapshot::Snapshot) -> Vec<Arc<QuotaEntry>> {
+    let entry = |q: &portcullis_shared::snapshot::SnapQuota| QuotaEntry {
+        id: q.quota_id.clone(),
+        name: q.name.clone(),
+        subject: q.subject_type,
+        subject_id: q.subject_id.clone(),
+        subject_key: q.subject_key.clone(),
+        pool_id: q.pool_id.clone(),
+        per_caller: q.per_caller,
+        window: q.window,
+        limit_micros: q.limit_micros,
+    };
+    snap.quotas
+        .iter()
+        .filter(|q| q.enabled)
+        .map(|q| Arc::new(entry(q)))
+        .collect()
+}
+
 impl QuotaEntry {
     pub fn describe(&self) -> String {
         let who = match self.subject {

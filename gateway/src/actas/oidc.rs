@@ -18,9 +18,9 @@ use portcullis_shared::egress;
 use portcullis_shared::policy::ActAs;
 use serde_json::{Map, Value};
 
+use super::AgentActAs;
 use super::{claims, refused};
 use crate::error::GatewayError;
-use crate::snapshot::AgentEntry;
 use crate::Gateway;
 
 /// A token naming a `kid` the cached set lacks refetches the set at most this often.
@@ -335,7 +335,7 @@ fn claim_error(kind: &ErrorKind) -> GatewayError {
     }
 }
 
-fn audiences(cfg: &OidcConfig, agent: &AgentEntry, gateway_id: &str) -> Vec<String> {
+fn audiences(cfg: &OidcConfig, agent: &AgentActAs, gateway_id: &str) -> Vec<String> {
     match &cfg.audience {
         Audience::Fixed(a) => vec![a.clone()],
         Audience::AgentOrGateway => vec![agent.id.clone(), gateway_id.to_string()],
@@ -346,7 +346,7 @@ fn audiences(cfg: &OidcConfig, agent: &AgentEntry, gateway_id: &str) -> Vec<Stri
 async fn check(
     gw: &Gateway,
     cfg: &OidcConfig,
-    agent: &AgentEntry,
+    agent: &AgentActAs,
     gateway_id: &str,
     token: &str,
 ) -> Result<Remembered, GatewayError> {
@@ -419,7 +419,7 @@ pub fn validate(
 /// Whether a remembered token still holds: unexpired, and for this agent or gateway.
 fn still_valid(
     cfg: &OidcConfig,
-    agent: &AgentEntry,
+    agent: &AgentActAs,
     gateway_id: &str,
     remembered: &Remembered,
     now: i64,
@@ -443,12 +443,12 @@ fn still_valid(
 /// The identity of a token already verified for this agent at this snapshot, checked again
 /// for expiry and audience; `None` when it has not been verified yet.
 pub fn recall(
-    agent: &AgentEntry,
+    agent: &AgentActAs,
     token: &str,
     gateway_id: &str,
     now: i64,
 ) -> Option<Result<ActAs, GatewayError>> {
-    let cfg = agent.actas_oidc.as_deref()?;
+    let cfg = agent.oidc.as_deref()?;
     let memory = agent.oidc_memory.read().unwrap_or_else(|e| e.into_inner());
     let remembered = memory.get(token)?;
     Some(still_valid(cfg, agent, gateway_id, remembered, now))
@@ -457,7 +457,7 @@ pub fn recall(
 /// The identity an agent's act-as token proves on this gateway.
 pub async fn verify(
     gw: &Gateway,
-    agent: &AgentEntry,
+    agent: &AgentActAs,
     gateway_id: &str,
     token: &str,
     now: i64,
@@ -466,7 +466,7 @@ pub async fn verify(
         return known;
     }
     let cfg = agent
-        .actas_oidc
+        .oidc
         .as_deref()
         .ok_or_else(|| refused("actas_unconfigured", "no OIDC issuer is configured"))?;
     let remembered = check(gw, cfg, agent, gateway_id, token).await?;

@@ -9,9 +9,9 @@ use portcullis_shared::policy::ActAs;
 use serde_json::{Map, Value};
 use sha2::Sha256;
 
+use super::AgentActAs as AgentEntry;
 use super::{identify, Step};
 use crate::error::GatewayError;
-use crate::snapshot::AgentEntry;
 
 /// The identity a header yields on its own (without the OIDC step).
 fn verify(agent: &AgentEntry, header: Option<&[u8]>, now: i64) -> Result<ActAs, GatewayError> {
@@ -48,7 +48,7 @@ mod unit {
     fn headers_signed_outside_rust_are_verified() {
         let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
         let mut a = agent(Some(ActAsMethod::Hmac));
-        a.actas_hmac_secret = fixture["secret"].as_str().map(str::to_string);
+        a.hmac_secret = fixture["secret"].as_str().map(str::to_string);
         for case in fixture["hmac"].as_array().unwrap() {
             let header = case["header"].as_str().unwrap();
             let ts = case["ts"].as_i64().unwrap();
@@ -59,10 +59,10 @@ mod unit {
             assert_eq!(got.email, claims["email"].as_str().unwrap());
             assert_eq!(serde_json::json!(got.groups), claims["groups"]);
             assert!(got.verified);
-            let mut other = a.actas_hmac_secret.clone().unwrap();
+            let mut other = a.hmac_secret.clone().unwrap();
             other.push('x');
             let mut wrong = agent(Some(ActAsMethod::Hmac));
-            wrong.actas_hmac_secret = Some(other);
+            wrong.hmac_secret = Some(other);
             assert!(verify(&wrong, Some(header.as_bytes()), ts).is_err());
         }
         for case in fixture["none"].as_array().unwrap() {
@@ -76,7 +76,7 @@ mod unit {
     fn a_tampered_claim_breaks_the_signature() {
         let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
         let mut a = agent(Some(ActAsMethod::Hmac));
-        a.actas_hmac_secret = fixture["secret"].as_str().map(str::to_string);
+        a.hmac_secret = fixture["secret"].as_str().map(str::to_string);
         let case = &fixture["hmac"][0];
         let raw = B64.decode(case["header"].as_str().unwrap()).unwrap();
         let mut claims: Map<String, Value> = serde_json::from_slice(&raw).unwrap();

@@ -3,9 +3,9 @@
 use portcullis_shared::audit::{self, AuditEventV1};
 use serde_json::json;
 
+use crate::authn::AgentEntry;
 use crate::error::{Denial, GatewayError};
-use crate::request::RequestCtx;
-use crate::snapshot::{AgentEntry, GatewayEntry};
+use crate::request::{GatewayIdentity, Origin, RequestCtx};
 
 /// This process's id in events.
 pub fn instance_id() -> &'static str {
@@ -26,81 +26,10 @@ fn producer() -> audit::Producer {
     }
 }
 
-/// Where a request came from and how it is correlated, read once from its headers.
-#[derive(Debug, Clone, Default)]
-pub struct Origin {
-    /// `mcp` or `llm`.
-    pub surface: &'static str,
-    /// The route's template, e.g. `/gateways/{gateway_id}/v1/chat/completions`.
-    pub http_route: &'static str,
-    /// The caller's client family from `User-Agent` (e.g. `openai-python`), at most 40 chars.
-    pub user_agent_class: String,
-    /// From a W3C `traceparent` header.
-    pub trace_id: Option<String>,
-    /// `X-Svc-Activity-Id` as the caller sent it.
-    pub activity_id: Option<String>,
-    /// `Idempotency-Key` as the caller sent it.
-    pub idempotency_key: Option<String>,
-}
-
-impl Origin {
-    fn surface(&self) -> audit::RequestSurface {
-        audit::RequestSurface {
-            surface: if self.surface == "mcp" {
-                audit::surfaces::GATEWAY_MCP
-            } else {
-                audit::surfaces::GATEWAY_LLM
-            }
-            .into(),
-            http_route: self.http_route.into(),
-            user_agent_class: self.user_agent_class.clone(),
-            ..Default::default()
-        }
-    }
-
-    fn correlation(&self, request_id: &str) -> audit::Correlation {
-        audit::Correlation {
-            request_id: request_id.to_string(),
-            trace_id: self.trace_id.clone().unwrap_or_default(),
-            activity_id: self.activity_id.clone().unwrap_or_default(),
-            activity_trust: if self.activity_id.is_some() {
-                "ACTIVITY_TRUST_CALLER_ASSERTED".into()
-            } else {
-                String::new()
-            },
-            idempotency_key: self.idempotency_key.clone().unwrap_or_default(),
-            ..Default::default()
-        }
-    }
-}
-
-/// The client family: the first product token of `User-Agent`, lowercased, with a `/version`
-/// dropped (`OpenAI/Python 1.2` → `openai`, `python-httpx/0.27` → `python-httpx`).
-pub fn user_agent_class(ua: Option<&str>) -> String {
-    let Some(ua) = ua else {
-        return String::new();
-    };
-    let token = ua.split_whitespace().next().unwrap_or_default();
-    let name = token.split('/').next().unwrap_or_default();
-    name.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        .take(40)
-        .collect::<String>()
-        .to_ascii_lowercase()
-}
-
-/// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`).
-pub fn trace_id(traceparent: Option<&str>) -> Option<String> {
-    let mut parts = traceparent?.trim().split('-');
-    let (_version, trace) = (parts.next()?, parts.next()?);
-    (trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit()) && trace != "0".repeat(32))
-        .then(|| trace.to_ascii_lowercase())
-}
-
 /// What is known about a request refused before [`RequestCtx`] exists.
 pub struct PreAuth<'a> {
     pub workspace_id: &'a str,
-    pub gateway: &'a GatewayEntry,
+    pub gateway: &'a GatewayIdentity,
     pub agent: Option<&'a AgentEntry>,
     pub request_id: &'a str,
     pub origin: &'a Origin,
@@ -122,7 +51,7 @@ pub fn base(
         result: result.to_string(),
         scope: audit::Scope {
             kind: "agent".into(),
-            workspace_id: rc.snap.workspace_id.clone(),
+            workspace_id: rc.workspace_id.to_string(),
             agent_id: rc.agent.id.clone(),
             ..Default::default()
         },
@@ -143,7 +72,7 @@ pub fn base(
             },
         }),
         resource: audit::ResourceRef {
-            workspace_id: rc.snap.workspace_id.clone(),
+            workspace_id: rc.workspace_id.to_string(),
             ..resource
         },
         producer: producer(),

@@ -6,11 +6,9 @@
 use std::sync::Arc;
 
 use portcullis_shared::api::guards::GuardStage;
-use portcullis_shared::audit::{self, AuditEventV1};
 use serde_json::{json, Value};
 
 use super::detect::{redact, Action, Detector, Found};
-use crate::request::RequestCtx;
 
 pub use crate::error::Filtered;
 
@@ -213,12 +211,9 @@ impl Tally {
             .map(|(g, &n)| (g, n))
     }
 
-    /// One `llm.output.filtered`, `llm.input.filtered`, `mcp.tool_result.filtered` or
-    /// `mcp.tool_arguments.filtered` event per guard that matched.
-    pub fn events(&self, rc: &RequestCtx<'_>, resource: &audit::ResourceRef) -> Vec<AuditEventV1> {
-        self.matches()
-            .map(|(g, n)| self.outcome(g, n).event(rc, resource))
-            .collect()
+    /// What each guard that matched did.
+    pub fn outcomes(&self) -> impl Iterator<Item = Outcome<'_>> {
+        self.matches().map(|(g, n)| self.outcome(g, n))
     }
 }
 
@@ -234,21 +229,9 @@ pub struct Outcome<'a> {
 
 impl Outcome<'_> {
     /// As the call's audit event lists it.
-    fn record(&self) -> Value {
+    pub fn record(&self) -> Value {
         json!({"guard_id": self.guard_id, "guard": self.guard, "stage": self.stage.as_str(),
             "kind": self.kind.as_str(), "action": self.action.as_str(), "matches": self.matches})
-    }
-
-    /// Its own `*.filtered` event.
-    fn event(&self, rc: &RequestCtx<'_>, resource: &audit::ResourceRef) -> AuditEventV1 {
-        let result = match self.action {
-            Action::Block => audit::results::DENIED,
-            Action::Redact => audit::results::ALLOWED,
-        };
-        let mut e = crate::audit::base(rc, event_type(self.stage), result, resource.clone());
-        e.payload = self.record();
-        e.payload["gateway_id"] = json!(rc.gateway.id);
-        e
     }
 }
 
@@ -290,33 +273,16 @@ pub struct Log {
 }
 
 impl Log {
-    /// Adds what a stage's guards did, and emits their `*.filtered` events.
-    pub fn add(
-        &mut self,
-        gw: &crate::Gateway,
-        rc: &RequestCtx<'_>,
-        tally: &Tally,
-        resource: &audit::ResourceRef,
-    ) {
-        if !tally.matched() {
-            return;
-        }
-        self.records.extend(tally.record());
-        for event in tally.events(rc, resource) {
-            gw.audit.emit(event);
-        }
+    /// Adds what a stage's guards did; what each that matched did, for its own event.
+    pub fn add<'t>(&mut self, tally: &'t Tally) -> Vec<Outcome<'t>> {
+        let outcomes: Vec<Outcome<'t>> = tally.outcomes().collect();
+        self.records.extend(outcomes.iter().map(Outcome::record));
+        outcomes
     }
 
-    /// Adds what one guard outside a tally (a `json_schema` guard) did, and emits its event.
-    pub fn add_one(
-        &mut self,
-        gw: &crate::Gateway,
-        rc: &RequestCtx<'_>,
-        outcome: &Outcome<'_>,
-        resource: &audit::ResourceRef,
-    ) {
+    /// Adds what one guard outside a tally (a `json_schema` guard) did.
+    pub fn add_one(&mut self, outcome: &Outcome<'_>) {
         self.records.push(outcome.record());
-        gw.audit.emit(outcome.event(rc, resource));
     }
 
     /// Writes `guards` and `delivered` into an event's payload object, as it serializes.
@@ -326,15 +292,5 @@ impl Log {
         {
             payload.extend(log);
         }
-    }
-}
-
-fn event_type(stage: GuardStage) -> &'static str {
-    use portcullis_shared::audit::types;
-    match stage {
-        GuardStage::LlmOutput => types::LLM_OUTPUT_FILTERED,
-        GuardStage::LlmInput => types::LLM_INPUT_FILTERED,
-        GuardStage::ToolResult => types::TOOL_RESULT_FILTERED,
-        GuardStage::ToolArguments => types::TOOL_ARGUMENTS_FILTERED,
     }
 }

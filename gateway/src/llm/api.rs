@@ -158,7 +158,7 @@ fn filter_window(headers: &http::HeaderMap) -> Result<usize, GatewayError> {
     };
     let bytes = read("x-svc-filter-window-bytes", MAX_WINDOW_BYTES)?;
     let tokens = read("x-svc-filter-window-tokens", MAX_WINDOW_TOKENS)?;
-    Ok(crate::snapshot::filter_window(bytes, tokens))
+    Ok(crate::llm::compile::filter_window(bytes, tokens))
 }
 
 /// How many of `items` are of each kind: (images, files), descending into nested `content`

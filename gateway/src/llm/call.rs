@@ -7,9 +7,9 @@ use super::relay::Relay;
 use super::upstream::{self, Attempt};
 use super::{members, plan, quota};
 use crate::error::GatewayError;
+use crate::llm::table::{ModelEntry, Target};
 use crate::request::RequestCtx;
 use crate::session::Session;
-use crate::snapshot::{ModelEntry, Target};
 use crate::Gateway;
 
 /// Calls the target's members in order until one answers.
@@ -35,7 +35,7 @@ pub async fn call_members<'g>(
             }
         };
         // Quotas: hold the worst case before calling (no quotas, nothing to do).
-        let reservation = if rc.snap.quotas.is_empty() {
+        let reservation = if rc.quotas.is_empty() {
             None
         } else {
             match quota::reserve(gw, rc, target, &model, plan.body.len(), &inbound.limits).await {
@@ -68,12 +68,18 @@ pub async fn call_members<'g>(
                     inbound,
                     plan: &plan,
                     model: &model,
-                    guard: rc.gateway.guards.output(target_id, &model.id).cloned(),
+                    guard: rc.guards.output(target_id, &model.id).cloned(),
                 };
                 let mut relayed = relay.relay(session, response).await;
                 if let Some(guarded) = relayed.guarded.take() {
                     let resource = crate::audit::resource("model", &model.id, &model.name);
-                    served.guards.add(gw, rc, &guarded.tally, &resource);
+                    crate::audit::guards::record_stage(
+                        gw,
+                        rc,
+                        &mut served.guards,
+                        &guarded.tally,
+                        &resource,
+                    );
                     served.guards.delivered = Some(guarded.delivered);
                 }
                 settle(gw, rc, &model, served, relayed.usage).await;
@@ -107,7 +113,7 @@ async fn person(
     model: &ModelEntry,
     mut plan: plan::Plan,
 ) -> Result<plan::Plan, GatewayError> {
-    if !matches!(model.credential, crate::snapshot::Credential::PerUser) {
+    if !matches!(model.credential, crate::llm::table::Credential::PerUser) {
         return Ok(plan);
     }
     let subject = crate::peruser::subject(rc, &model.name)?;

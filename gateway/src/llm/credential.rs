@@ -5,7 +5,7 @@
 use super::plan::Plan;
 use crate::cloud::aws;
 use crate::error::GatewayError;
-use crate::snapshot::{AwsSource, Credential, GoogleSource, ModelEntry};
+use crate::llm::table::{AwsSource, Credential, GoogleSource, ModelEntry};
 use crate::Gateway;
 
 /// Adds the member's credential to an upstream request. The futures of token and credential

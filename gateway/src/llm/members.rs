@@ -7,7 +7,7 @@ use std::sync::Arc;
 use portcullis_shared::api::pools::PoolStrategy;
 use rand::Rng;
 
-use crate::snapshot::{ModelEntry, PoolEntry, Target};
+use crate::llm::table::{ModelEntry, PoolEntry, Target};
 
 pub fn order(target: &Target) -> Vec<Arc<ModelEntry>> {
     let mut list = match target {

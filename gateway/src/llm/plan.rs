@@ -9,7 +9,7 @@ use super::api::Inbound;
 use super::translate::{Body, Context, Dialect, TranslateError, Translation};
 use super::wire::anthropic;
 use crate::error::{GatewayError, Shape};
-use crate::snapshot::{Credential, ModelEntry};
+use crate::llm::table::{Credential, ModelEntry};
 
 pub struct Plan {
     pub translation: Translation,

@@ -6,8 +6,8 @@ use portcullis_shared::prices::{Price, Usage};
 
 use super::api::Limits;
 use crate::error::GatewayError;
+use crate::llm::table::{ModelEntry, Target};
 use crate::request::RequestCtx;
-use crate::snapshot::{ModelEntry, Target};
 use crate::spend::{self, usd, CallScope, Crossing, Held, Refusal};
 use crate::Gateway;
 
@@ -69,7 +69,7 @@ pub async fn reserve<'g>(
         },
         model_id: &model.id,
     };
-    let applied = spend::applicable(&rc.snap.quotas, &scope, chrono::Utc::now().timestamp());
+    let applied = spend::applicable(rc.quotas, &scope, chrono::Utc::now().timestamp());
     if applied.is_empty() {
         return Ok(None);
     }
@@ -91,7 +91,7 @@ pub async fn reserve<'g>(
         };
         store
             .reserve(
-                &rc.snap.workspace_id,
+                rc.workspace_id,
                 applied,
                 worst,
                 rc.request_id,

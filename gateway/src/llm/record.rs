@@ -19,7 +19,7 @@ use crate::{audit, Gateway};
 /// What the members loop learned, for the `model.call` event.
 #[derive(Default)]
 pub struct Served<'g> {
-    pub model: Option<std::sync::Arc<crate::snapshot::ModelEntry>>,
+    pub model: Option<std::sync::Arc<crate::llm::table::ModelEntry>>,
     pub attempts: u32,
     /// The status the last upstream called answered with (0: none answered).
     pub upstream_status: u16,

@@ -19,9 +19,9 @@ use super::{guard, translate};
 use crate::error::{GatewayError, Shape};
 use crate::guard::detect::Detector;
 use crate::guard::{Filtered, Tally};
+use crate::llm::table::ModelEntry;
 use crate::request::RequestCtx;
 use crate::session::Session;
-use crate::snapshot::ModelEntry;
 use crate::{respond, Gateway};
 use portcullis_shared::api::guards::GuardStage;
 
@@ -190,11 +190,7 @@ impl Relay<'_> {
             .translation
             .stream(self.inbound, &self.plan.context(self.model));
         let mut guards = self.guard.clone().map(|d| {
-            let window = self
-                .model
-                .filter_window
-                .max(self.rc.snap.filter_window)
-                .max(self.inbound.filter_window);
+            let window = self.model.filter_window.max(self.inbound.filter_window);
             let filter = StreamFilter::new(self.plan.caller, d.clone(), window);
             (filter, Tally::new(GuardStage::LlmOutput, d))
         });

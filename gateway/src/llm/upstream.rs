@@ -10,7 +10,7 @@ use super::credential;
 use super::plan::Plan;
 use super::translate::Translation;
 use crate::error::{GatewayError, Refusal, Shape};
-use crate::snapshot::ModelEntry;
+use crate::llm::table::ModelEntry;
 use crate::Gateway;
 
 /// Error bodies read from an upstream are cut at this size.

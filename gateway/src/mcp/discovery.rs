@@ -14,7 +14,7 @@ use portcullis_shared::api::tools::{
 };
 use serde_json::Value;
 
-use crate::snapshot::{Compiled, ToolEntry, ToolTransport};
+use super::table::{GatewayTools, ToolEntry, ToolTransport, ToolsByName};
 use crate::Gateway;
 
 async fn report(
@@ -67,16 +67,17 @@ async fn discover_one(gw: &Arc<Gateway>, tool: &Arc<ToolEntry>) -> Result<usize,
 /// Discovers every shared connection whose configuration this process has not reported yet.
 /// Connections that forward act-as identities are discovered on the first list that has one.
 /// A stdio connection's command runs only once some gateway offers it.
-pub fn discover_changed(gw: &Arc<Gateway>, snap: &Arc<Compiled>) {
-    let attached: HashSet<&str> = snap
-        .gateways
-        .values()
-        .flat_map(|g| g.tool_connections.iter().map(|t| t.id.as_str()))
+pub fn discover_changed<'a>(
+    gw: &Arc<Gateway>,
+    tools: &ToolsByName,
+    offered: impl Iterator<Item = &'a GatewayTools>,
+) {
+    let attached: HashSet<&str> = offered
+        .flat_map(|g| g.connections.iter().map(|t| t.id.as_str()))
         .collect();
     let todo: Vec<Arc<ToolEntry>> = {
         let mut reported = gw.reported.lock().unwrap_or_else(|e| e.into_inner());
-        let todo: Vec<Arc<ToolEntry>> = snap
-            .tools
+        let todo: Vec<Arc<ToolEntry>> = tools
             .values()
             .filter(|t| t.unavailable.is_none() && !t.per_user)
             .filter(|t| {

@@ -10,10 +10,11 @@ use serde_json::{json, Value};
 
 mod classified;
 
+use crate::audit;
 use crate::error::RpcError;
 use crate::guard::{Filtered, Log, Outcome, Tally};
+use crate::mcp::table::ToolEntry;
 use crate::request::RequestCtx;
-use crate::snapshot::ToolEntry;
 use crate::Gateway;
 
 /// Guards `value` at `stage` when guards of the stage apply to the connection; `name` is the
@@ -29,7 +30,7 @@ pub fn guard(
     name: &str,
     log: &mut Log,
 ) -> Result<(), Filtered> {
-    let guards = &rc.gateway.guards;
+    let guards = rc.guards;
     let detector = guards.tool(stage, &entry.id);
     let schemas = match stage {
         GuardStage::ToolResult => guards.tool_schemas.get(&entry.id),
@@ -49,7 +50,7 @@ pub fn guard(
             }),
             _ => tally.json(value),
         };
-        log.add(gw, rc, &tally, resource);
+        audit::guards::record_stage(gw, rc, log, &tally, resource);
         matched |= tally.matched();
         outcome = guarded.map(|_| ());
     }
@@ -65,7 +66,7 @@ pub fn guard(
             continue;
         }
         matched = true;
-        log.add_one(gw, rc, &schema_outcome(schema, parts), resource);
+        audit::guards::record_one(gw, rc, log, &schema_outcome(schema, parts), resource);
         if schema.action == Action::Block {
             outcome = Err(Filtered {
                 stage,
@@ -173,7 +174,7 @@ pub fn upstream_error(
     message: &mut String,
     data: &mut Option<Value>,
 ) -> Result<(), Filtered> {
-    let Some(detector) = rc.gateway.guards.tool(GuardStage::ToolResult, &entry.id) else {
+    let Some(detector) = rc.guards.tool(GuardStage::ToolResult, &entry.id) else {
         return Ok(());
     };
     let mut tally = Tally::new(GuardStage::ToolResult, detector.clone());

@@ -10,9 +10,9 @@ use portcullis_shared::policy::Action;
 use serde_json::{json, Value};
 
 use super::discovery;
+use super::table::{GatewayTools, ToolEntry, ToolTransport};
 use crate::error::RpcError;
 use crate::request::RequestCtx;
-use crate::snapshot::{ToolEntry, ToolTransport};
 use crate::{audit, authz, Gateway};
 
 /// How long a caller's tool list is reused (the spec's client default).
@@ -95,7 +95,7 @@ fn cache_key(rc: &RequestCtx<'_>) -> String {
         "{}|{}|{}|{}|{}|{}|{}",
         rc.gateway.id,
         rc.agent.id,
-        rc.snap.workspace_id,
+        rc.workspace_id,
         a.method,
         a.sub,
         a.email,
@@ -106,6 +106,7 @@ fn cache_key(rc: &RequestCtx<'_>) -> String {
 pub async fn tools_list(
     gw: &Arc<Gateway>,
     rc: &RequestCtx<'_>,
+    offered: &GatewayTools,
     params: &Value,
 ) -> Result<Value, RpcError> {
     let offset = match params.get("cursor").and_then(Value::as_str) {
@@ -116,16 +117,16 @@ pub async fn tools_list(
     };
     let key = cache_key(rc);
     let mut advisories = Vec::new();
-    let tools = match gw.tools_cache.get(&key, rc.snap.revision) {
+    let tools = match gw.tools_cache.get(&key, rc.revision) {
         Some(tools) => tools,
         None => {
             // Only a fresh list is audited; cache hits are not (the spec's rule).
             let started = Instant::now();
-            let found = discover(gw, rc).await;
+            let found = discover(gw, rc, offered).await;
             let tools = Arc::new(found.tools);
             // A list that asks for credentials is not kept: the next one may not need to.
             if found.advisories.is_empty() {
-                gw.tools_cache.put(key, rc.snap.revision, tools.clone());
+                gw.tools_cache.put(key, rc.revision, tools.clone());
             }
             advisories = found.advisories;
             if gw.audit.enabled() {
@@ -193,11 +194,11 @@ async fn person(gw: &Gateway, rc: &RequestCtx<'_>, tool: &ToolEntry) -> Person {
     }
 }
 
-async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Found {
+async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>, offered: &GatewayTools) -> Found {
     let mut out = Vec::new();
     let mut failed = Vec::new();
     let mut advisories = Vec::new();
-    for tool in &rc.gateway.tool_connections {
+    for tool in &offered.connections {
         let extra = match actas_headers(tool, rc) {
             Ok(h) => h,
             Err(why) => {
@@ -238,7 +239,7 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Found {
             let Some(name) = t.get("name").and_then(Value::as_str).map(str::to_string) else {
                 continue;
             };
-            if !rc.gateway.offers(&tool.id, &name) {
+            if !offered.offers(&tool.id, &name) {
                 continue;
             }
             // What a call discovered answers until the snapshot's catalog has it.
@@ -257,9 +258,7 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>) -> Found {
             };
             let full = format!("{}/{name}", tool.name);
             let decision = authz::check_tool(
-                rc.snap,
-                rc.agent,
-                rc.gateway,
+                &rc.rules,
                 Action::McpDiscover,
                 &full,
                 &rc.context,

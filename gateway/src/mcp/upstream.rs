@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::snapshot::{ToolEntry, ToolTransport};
+use crate::mcp::table::{ToolEntry, ToolTransport};
 use crate::Gateway;
 
 pub use portcullis_shared::mcp_client::{

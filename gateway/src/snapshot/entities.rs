@@ -32,7 +32,7 @@ pub fn store(snap: &Snapshot, current: Option<&Compiled>, errors: &mut Vec<Strin
     };
     let update = current.and_then(|current| Some((changes(snap, current)?, current)));
     if let Some((changes, current)) = update {
-        match changes.apply(&current.entities, schema) {
+        match changes.apply(&current.authz.entities, schema) {
             Ok(store) => return store,
             Err(e) => tracing::debug!(error = %e, "Entities rebuilt after an update failed."),
         }
@@ -110,7 +110,7 @@ impl Changes {
 /// names). A stored agent holds all its ancestors, not only its parent, so an agent is kept
 /// when the current snapshot's has the same name and parent.
 fn changes(snap: &Snapshot, current: &Compiled) -> Option<Changes> {
-    let store = &current.entities;
+    let store = &current.authz.entities;
     let budget = VISIT_BUDGET / store.len().max(1);
     let mut seen = HashSet::new();
     let mut upserts = Vec::new();
@@ -137,10 +137,11 @@ fn changes(snap: &Snapshot, current: &Compiled) -> Option<Changes> {
     }
     for a in &snap.agents {
         let uid = policy::uid(Kind::Agent, &a.agent_id);
-        let kept = current
+        let agents = &current.authn;
+        let kept = agents
             .agent_ids
             .get(&a.agent_id)
-            .and_then(|&i| current.agents.get(i));
+            .and_then(|&i| agents.agents.get(i));
         let changed = match kept {
             Some(kept) if kept.name == a.name && kept.parent_id == a.parent_id => None,
             kept => Some((agent_entity(a).ok()?, kept.is_some())),

@@ -58,7 +58,10 @@ fn walk(mut snap: Snapshot, steps: Vec<Step>) {
         change(&mut snap);
         let updated = built(&snap, Some(&current));
         let fresh = built(&snap, None);
-        assert!(updated.entities.deep_eq(&fresh.entities), "after: {what}");
+        assert!(
+            updated.authz.entities.deep_eq(&fresh.authz.entities),
+            "after: {what}"
+        );
         current = updated;
     }
 }
@@ -206,7 +209,10 @@ fn many_changes_or_a_repeated_entity_are_built_from_nothing() {
     }
     assert!(changes(&snap, &current).is_none(), "3,000 replaced");
     let updated = built(&snap, Some(&current));
-    assert!(updated.entities.deep_eq(&built(&snap, None).entities));
+    assert!(updated
+        .authz
+        .entities
+        .deep_eq(&built(&snap, None).authz.entities));
 
     let mut snap = workspace(3);
     let current = built(&snap, None);

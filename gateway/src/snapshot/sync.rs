@@ -29,7 +29,7 @@ pub fn apply(gateway: &Gateway, snapshot: &Snapshot) -> bool {
                 }
             }
             warm_issuers(gateway, &compiled);
-            let agents = compiled.agents.len();
+            let agents = compiled.authn.agents.len();
             let swapping = std::time::Instant::now();
             // The old snapshot is freed here unless a request still holds it.
             gateway.snapshot.store(Some(Arc::new(compiled)));
@@ -47,8 +47,8 @@ pub fn apply(gateway: &Gateway, snapshot: &Snapshot) -> bool {
 /// Fetches the keys of act-as issuers the snapshot names and this process has none of yet,
 /// in the background, so the first call does not wait for them.
 fn warm_issuers(gateway: &Gateway, compiled: &super::Compiled) {
-    for agent in &compiled.agents {
-        let Some(oidc) = &agent.actas_oidc else {
+    for agent in &compiled.authn.agents {
+        let Some(oidc) = &agent.act_as.oidc else {
             continue;
         };
         if oidc.keys.loaded() {
@@ -148,9 +148,15 @@ async fn receive(gateway: &Arc<Gateway>, snapshot: Snapshot, body: bytes::Bytes)
     if applied {
         if let Some(current) = gateway.current() {
             if let Some(before) = &before {
-                gateway.credentials.forget_changed(before, &current);
+                gateway
+                    .credentials
+                    .forget(&current.credentials_changed_since(before));
             }
-            crate::mcp::discovery::discover_changed(gateway, &current);
+            crate::mcp::discovery::discover_changed(
+                gateway,
+                &current.tools,
+                current.gateways.values().map(|g| &g.tools),
+            );
         }
     }
     drop(before);

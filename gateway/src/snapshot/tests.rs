@@ -10,7 +10,8 @@ use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::snapshot::*;
 use serde_json::json;
 
-use super::{compile, Credential, Endpoint, Runtime, Target};
+use super::{compile, Runtime};
+use crate::llm::table::{Credential, Endpoint, Target, FAILURES_TO_COOL_DOWN};
 
 pub(super) fn snapshot(policies: &str) -> Snapshot {
     let secrets: BTreeMap<String, String> = [(
@@ -105,8 +106,8 @@ fn a_good_snapshot_compiles_into_routing_and_credentials() {
     .unwrap();
     assert_eq!(compiled.revision, 7);
     let gateway = &compiled.gateways["g1"];
-    assert_eq!(gateway.target_names, ["fast", "gpt"]);
-    let Target::Model(model) = &gateway.targets["gpt"].0 else {
+    assert_eq!(gateway.models.target_names, ["fast", "gpt"]);
+    let Target::Model(model) = &gateway.models.targets["gpt"].0 else {
         panic!("gpt is a model")
     };
     let Endpoint::OpenAiChat(url) = &model.endpoint else {
@@ -121,9 +122,9 @@ fn a_good_snapshot_compiles_into_routing_and_credentials() {
         model.secret_values.contains(&"sk-test-12345".to_string()),
         "the bare token is scrubbed too"
     );
-    assert_eq!(compiled.keys["abc"], 0);
+    assert_eq!(compiled.authn.keys["abc"], 0);
     assert_eq!(
-        compiled.slots, 4,
+        compiled.authz.slots, 4,
         "two slots for the gateway (llm, mcp), one per target"
     );
 }
@@ -133,7 +134,7 @@ fn a_good_snapshot_compiles_into_routing_and_credentials() {
 #[test]
 fn decisions_are_memoized_per_person() {
     use crate::authz::check_memo;
-    use crate::request::LazyContext;
+    use crate::authz::LazyContext;
     use portcullis_shared::policy::{ActAs, Action, RequestContext};
     let compiled = compile(
         &snapshot(
@@ -143,9 +144,9 @@ fn decisions_are_memoized_per_person() {
         &Runtime::default(),
     )
     .unwrap();
-    let agent = &compiled.agents[0];
+    let agent = &compiled.authn.agents[0];
     let gateway = &compiled.gateways["g1"];
-    let (target, slot) = &gateway.targets["gpt"];
+    let (target, slot) = &gateway.models.targets["gpt"];
     let decide = |sub: &str| {
         let context = LazyContext::new(RequestContext {
             act_as: ActAs {
@@ -159,9 +160,7 @@ fn decisions_are_memoized_per_person() {
             surface: "llm",
         });
         check_memo(
-            &compiled,
-            agent,
-            gateway,
+            &gateway.rules(&compiled, agent),
             Action::LlmInvoke,
             target.uid(),
             &context,
@@ -172,7 +171,7 @@ fn decisions_are_memoized_per_person() {
         assert!(decide("u1").is_ok());
         assert!(decide("u2").is_err());
     }
-    assert_eq!(agent.identity_memo.read().unwrap().len(), 2);
+    assert_eq!(agent.rules.identity_memo.read().unwrap().len(), 2);
 }
 
 /// An agent naming a provider the snapshot lacks refuses act-as calls itself; the snapshot
@@ -183,7 +182,7 @@ fn a_missing_act_as_provider_fails_only_its_agent() {
     snap.agents[0].actas_method = Some(portcullis_shared::api::agents::ActAsMethod::Oidc);
     snap.agents[0].actas_provider_id = Some("gone".into());
     let compiled = compile(&snap, &Runtime::default()).expect("the snapshot applies");
-    assert!(compiled.agents[0].actas_oidc.is_none());
+    assert!(compiled.authn.agents[0].act_as.oidc.is_none());
 }
 
 #[test]
@@ -207,14 +206,14 @@ fn a_bad_policy_refuses_the_whole_snapshot() {
 fn health_survives_recompiles() {
     let runtime = Runtime::default();
     let first = compile(&snapshot("permit (principal, action, resource);"), &runtime).unwrap();
-    let Target::Model(m) = &first.gateways["g1"].targets["gpt"].0 else {
+    let Target::Model(m) = &first.gateways["g1"].models.targets["gpt"].0 else {
         panic!()
     };
-    for _ in 0..super::FAILURES_TO_COOL_DOWN {
+    for _ in 0..FAILURES_TO_COOL_DOWN {
         m.health.record_failure();
     }
     let second = compile(&snapshot("permit (principal, action, resource);"), &runtime).unwrap();
-    let Target::Model(m2) = &second.gateways["g1"].targets["gpt"].0 else {
+    let Target::Model(m2) = &second.gateways["g1"].models.targets["gpt"].0 else {
         panic!()
     };
     assert!(
@@ -246,8 +245,10 @@ fn bundles_are_checked_once_while_their_text_stays_the_same() {
     let runtime = Runtime::default();
     let a = "permit (principal, action, resource);";
     let b = "forbid (principal, action, resource);";
-    let first = runtime.checked_bundles([("ws/a", a), ("ws/b", b)].into_iter());
-    let again = runtime.checked_bundles(
+    let first = runtime
+        .bundles
+        .checked_bundles([("ws/a", a), ("ws/b", b)].into_iter());
+    let again = runtime.bundles.checked_bundles(
         [
             ("ws/a", a),
             ("ws/b", "@id(\"x\") forbid (principal, action, resource);"),
@@ -265,13 +266,15 @@ fn bundles_are_checked_once_while_their_text_stays_the_same() {
         "a changed one is"
     );
     // A bundle the snapshot no longer has is forgotten; a bad one is an error, not cached.
-    let later = runtime.checked_bundles([("ws/b", b), ("ws/c", "permit (")].into_iter());
+    let later = runtime
+        .bundles
+        .checked_bundles([("ws/b", b), ("ws/c", "permit (")].into_iter());
     assert!(!std::sync::Arc::ptr_eq(
         later[0].as_ref().unwrap(),
         first[1].as_ref().unwrap()
     ));
     assert!(later[1].is_err());
-    let last = runtime.checked_bundles([("ws/a", a)].into_iter());
+    let last = runtime.bundles.checked_bundles([("ws/a", a)].into_iter());
     assert!(
         !std::sync::Arc::ptr_eq(last[0].as_ref().unwrap(), first_a),
         "ws/a was forgotten"
@@ -285,7 +288,9 @@ fn a_bundle_held_twice_does_not_shift_the_others() {
     let runtime = Runtime::default();
     let a = "@id(\"a\") permit (principal, action, resource);";
     let b = "@id(\"b\") forbid (principal, action, resource);";
-    let sets = runtime.checked_bundles([("ws/a", a), ("ws/a", a), ("ws/b", b)].into_iter());
+    let sets = runtime
+        .bundles
+        .checked_bundles([("ws/a", a), ("ws/a", a), ("ws/b", b)].into_iter());
     let id = |i: usize| {
         let set = sets[i].as_ref().unwrap();
         set.ids().next().unwrap().to_string()
@@ -318,7 +323,7 @@ fn scoped(bundle_id: &str, scope: BundleScope, scope_id: Option<&str>, text: &st
 #[test]
 fn bundles_of_every_scope_decide_as_one_set() {
     use crate::authz::check;
-    use crate::request::LazyContext;
+    use crate::authz::LazyContext;
     use portcullis_shared::policy::{Action, RequestContext};
     let decide = |workspace: &str, bundles: Vec<SnapBundle>| {
         let mut snap = snapshot(workspace);
@@ -330,11 +335,9 @@ fn bundles_of_every_scope_decide_as_one_set() {
             gateway_id: "g1".into(),
             surface: "llm",
         });
-        let uid = gateway.targets["gpt"].0.uid().clone();
+        let uid = gateway.models.targets["gpt"].0.uid().clone();
         check(
-            &compiled,
-            &compiled.agents[0],
-            gateway,
+            &gateway.rules(&compiled, &compiled.authn.agents[0]),
             Action::LlmInvoke,
             &uid,
             &context,

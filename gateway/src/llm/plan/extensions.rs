@@ -9,7 +9,7 @@ use http::HeaderValue;
 use serde_json::Value;
 
 use crate::error::GatewayError;
-use crate::snapshot::ModelEntry;
+use crate::llm::table::ModelEntry;
 
 /// Every beta named in `anthropic-beta` (comma-separated) must be on the model's list.
 pub fn check_betas(model: &ModelEntry, header: &HeaderValue) -> Result<(), GatewayError> {

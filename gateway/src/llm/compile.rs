@@ -1,8 +1,9 @@
 //! Compiling one model connection: where its calls go (its provider's API at its base URL, or
 //! the cloud's regional endpoint) and how they are authenticated (stored headers, SigV4 with
 //! stored keys or the gateway's AWS identity, a Google token from a service-account key or the
-//! gateway's Google identity).
+//! gateway's Google identity); then the pools of them and what each gateway offers.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
@@ -10,12 +11,100 @@ use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::policy::{self, Kind};
 use portcullis_shared::prices;
 use portcullis_shared::provider::{self, Provider};
-use portcullis_shared::snapshot::SnapModel;
+use portcullis_shared::snapshot::{SnapGateway, SnapModel, Snapshot};
 
-use super::{AwsSource, Credential, Endpoint, GoogleSource, ModelEntry, Runtime};
+use super::table::{
+    AwsSource, Credential, Endpoint, GatewayModels, GoogleSource, ModelEntry, ModelRuntime,
+    PoolEntry, PoolMember, Target,
+};
 use crate::cloud::{aws, google};
 
-pub fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, String> {
+/// The workspace's models and pools, by connection and pool id.
+pub struct Models<'a> {
+    models: HashMap<&'a str, Arc<ModelEntry>>,
+    pools: HashMap<&'a str, Arc<PoolEntry>>,
+}
+
+/// Every model and pool of `snap`; each one's error in `errors`.
+pub fn models<'a>(
+    snap: &'a Snapshot,
+    runtime: &ModelRuntime,
+    errors: &mut Vec<String>,
+) -> Models<'a> {
+    // The workspace's window is every model's floor.
+    let floor = filter_window(snap.filter_window_bytes, snap.filter_window_tokens);
+    let mut models = HashMap::new();
+    for m in &snap.models {
+        match model_entry(m, runtime, floor) {
+            Ok(entry) => {
+                models.insert(m.connection_id.as_str(), Arc::new(entry));
+            }
+            Err(e) => errors.push(format!("model {}: {e}", m.name)),
+        }
+    }
+    let mut pools = HashMap::new();
+    for p in &snap.pools {
+        let mut members = Vec::new();
+        for m in &p.members {
+            match models.get(m.connection_id.as_str()) {
+                Some(model) => members.push(PoolMember {
+                    model: Arc::clone(model),
+                    weight: m.weight,
+                    priority: m.priority,
+                }),
+                None => errors.push(format!(
+                    "pool {}: member {} is not in the snapshot",
+                    p.name, m.connection_id
+                )),
+            }
+        }
+        let pool = PoolEntry {
+            id: p.pool_id.clone(),
+            name: p.name.clone(),
+            strategy: p.strategy,
+            members,
+            uid: policy::uid(Kind::Pool, &p.name),
+            cursor: runtime.cursor(&p.pool_id),
+        };
+        pools.insert(p.pool_id.as_str(), Arc::new(pool));
+    }
+    Models { models, pools }
+}
+
+impl Models<'_> {
+    /// What gateway `g` offers: its pools and direct models by name, each with the decision
+    /// slot `next_slot` gives it.
+    pub fn gateway(
+        &self,
+        g: &SnapGateway,
+        next_slot: &mut impl FnMut() -> usize,
+        errors: &mut Vec<String>,
+    ) -> GatewayModels {
+        let mut out = GatewayModels::default();
+        for id in &g.pool_ids {
+            match self.pools.get(id.as_str()) {
+                Some(p) => out.add(&p.name, Target::Pool(Arc::clone(p)), next_slot()),
+                None => errors.push(format!(
+                    "gateway {}: pool {id} is not in the snapshot",
+                    g.name
+                )),
+            }
+        }
+        for id in &g.model_ids {
+            match self.models.get(id.as_str()) {
+                Some(m) => out.add(&m.name, Target::Model(Arc::clone(m)), next_slot()),
+                None => errors.push(format!(
+                    "gateway {}: model {id} is not in the snapshot",
+                    g.name
+                )),
+            }
+        }
+        out.target_names.sort();
+        out
+    }
+}
+
+fn model_entry(m: &SnapModel, runtime: &ModelRuntime, floor: usize) -> Result<ModelEntry, String> {
     let provider =
         provider::find(&m.provider).ok_or_else(|| format!("unknown provider {}", m.provider))?;
     let config = Config(m);
@@ -34,10 +123,10 @@ pub fn model_entry(m: &SnapModel, runtime: &Runtime) -> Result<ModelEntry, Strin
         upstream_model,
         endpoint,
         credential,
-        secret_values: super::compile::scrub_list(m.secret_values.0.values()),
+        secret_values: crate::error::scrub_list(m.secret_values.0.values()),
         uid: policy::uid(Kind::Model, &m.name),
         health: runtime.health(&m.connection_id),
-        filter_window: filter_window(m.filter_window_bytes, m.filter_window_tokens),
+        filter_window: filter_window(m.filter_window_bytes, m.filter_window_tokens).max(floor),
         oauth_grant: m.oauth_grant,
         anthropic_betas: config.names("anthropic_betas"),
         server_tools: config.names("server_tools"),
@@ -206,7 +295,7 @@ fn credential(
     m: &SnapModel,
     provider: &'static Provider,
     config: &Config<'_>,
-    runtime: &Runtime,
+    runtime: &ModelRuntime,
 ) -> Result<Credential, String> {
     let secrets = &m.secret_values.0;
     let cloud = matches!(provider.id, "vertex" | "bedrock");
@@ -244,7 +333,11 @@ fn credential(
 }
 
 /// The gateway's own cloud identity, with the role to assume for Bedrock.
-fn gateway_identity(provider: &Provider, config: &Config<'_>, runtime: &Runtime) -> Credential {
+fn gateway_identity(
+    provider: &Provider,
+    config: &Config<'_>,
+    runtime: &ModelRuntime,
+) -> Credential {
     if provider.id == "vertex" {
         return Credential::Google(GoogleSource::Gateway);
     }

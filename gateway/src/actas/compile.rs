@@ -1,27 +1,42 @@
 //! An agent's act-as sources, resolved from the snapshot: its HMAC secret (its own or its
-//! provider's), how its OIDC tokens are verified, and the end users its keys are bound to.
+//! provider's) and how its OIDC tokens are verified.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use portcullis_shared::api::actas::ProviderMethod;
 use portcullis_shared::api::agents::ActAsMethod;
-use portcullis_shared::policy::ActAs;
-use portcullis_shared::snapshot::{SnapActAsProvider, SnapAgent};
+use portcullis_shared::snapshot::{SnapActAsProvider, SnapAgent, Snapshot};
 
-use super::Runtime;
-use crate::actas::oidc::{Audience, OidcConfig};
+use super::oidc::{Audience, Issuers, OidcConfig};
+use super::AgentActAs;
 
-pub struct AgentActAs {
-    pub hmac_secret: Option<String>,
-    pub oidc: Option<Arc<OidcConfig>>,
-    pub bound_keys: HashMap<String, ActAs>,
+/// The workspace's act-as providers, and the issuers' key sets kept across snapshots.
+pub struct Sources<'a> {
+    providers: HashMap<&'a str, &'a SnapActAsProvider>,
+    issuers: &'a Issuers,
 }
 
-pub fn resolve(
+impl<'a> Sources<'a> {
+    pub fn new(snap: &'a Snapshot, issuers: &'a Issuers) -> Self {
+        let providers = snap
+            .actas_providers
+            .iter()
+            .map(|p| (p.provider_id.as_str(), p))
+            .collect();
+        Self { providers, issuers }
+    }
+
+    /// How the agent's act-as identities are read and verified.
+    pub fn agent(&self, a: &SnapAgent) -> AgentActAs {
+        resolve(a, &self.providers, self.issuers)
+    }
+}
+
+fn resolve(
     a: &SnapAgent,
     providers: &HashMap<&str, &SnapActAsProvider>,
-    runtime: &Runtime,
+    issuers: &Issuers,
 ) -> AgentActAs {
     // A provider the snapshot lacks leaves this agent unable to verify anyone (its act-as
     // calls fail closed); it does not stop the rest of the snapshot from applying.
@@ -44,11 +59,11 @@ pub fn resolve(
     };
     let oidc = match (a.actas_method, provider, a.actas_oidc_url.as_deref()) {
         (Some(ActAsMethod::Oidc), Some(p), _) if p.method == ProviderMethod::Oidc => {
-            from_provider(p, runtime).map(Arc::new)
+            from_provider(p, issuers).map(Arc::new)
         }
         (Some(ActAsMethod::Oidc), None, _) if a.actas_provider_id.is_some() => None,
         (Some(ActAsMethod::Oidc), _, Some(url)) => Some(Arc::new(OidcConfig {
-            keys: runtime.issuers.source(url, true),
+            keys: issuers.source(url, true),
             issuer: None,
             audience: Audience::AgentOrGateway,
             email_claim: "email".into(),
@@ -57,27 +72,26 @@ pub fn resolve(
         })),
         _ => None,
     };
-    let bound_keys = a
-        .bound_keys
-        .iter()
-        .map(|k| (k.key_hash.clone(), ActAs::bound(k.subject.clone())))
-        .collect();
     AgentActAs {
+        id: a.agent_id.clone(),
+        name: a.name.clone(),
+        method: a.actas_method,
+        required: a.actas_required,
         hmac_secret,
         oidc,
-        bound_keys,
+        oidc_memory: Default::default(),
     }
 }
 
 /// An `oidc` provider's verifier; `None` (calls refused) when it lacks an issuer or audience.
-fn from_provider(p: &SnapActAsProvider, runtime: &Runtime) -> Option<OidcConfig> {
+fn from_provider(p: &SnapActAsProvider, issuers: &Issuers) -> Option<OidcConfig> {
     let (Some(issuer), Some(audience)) = (p.issuer.clone(), p.audience.clone()) else {
         tracing::warn!(provider = %p.name, "An oidc act-as provider without issuer or audience; its agents' act-as calls are refused.");
         return None;
     };
     let keys = match &p.jwks_url {
-        Some(url) => runtime.issuers.source(url, false),
-        None => runtime.issuers.source(&issuer, true),
+        Some(url) => issuers.source(url, false),
+        None => issuers.source(&issuer, true),
     };
     Some(OidcConfig {
         keys,
