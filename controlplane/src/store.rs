@@ -11,6 +11,7 @@ mod db;
 pub mod gateways;
 pub mod guards;
 pub mod interactive;
+mod migrations;
 pub mod models;
 pub mod oauth_flows;
 pub mod pools;

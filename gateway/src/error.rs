@@ -40,8 +40,9 @@ pub struct RpcError {
     pub code: i64,
     pub message: String,
     pub data: Option<Value>,
-    /// Set when a rule or the catalog refused the call (audited as `access.denied`).
-    pub denial: Option<Denial>,
+    /// Set when a rule or the catalog refused the call (audited as `access.denied`); boxed,
+    /// so the error stays small on the paths that succeed.
+    pub denial: Option<Box<Denial>>,
 }
 
 impl RpcError {
@@ -62,7 +63,7 @@ impl RpcError {
                 serde_json::json!({"reason": d.reason, "reason_code": d.reason_code,
                 "determining_policy": d.determining_policy, "request_id": request_id}),
             ),
-            denial: Some(d.clone()),
+            denial: Some(Box::new(d.clone())),
         }
     }
 

@@ -8,12 +8,14 @@
 //! Beside it: [`snapshot`] (compile, sync, last-known-good) and [`audit`] (spool, shipping).
 
 pub mod actas;
+pub mod app;
 pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod body;
 pub mod cloud;
 pub mod config;
+mod dispatch;
 pub mod error;
 #[cfg(test)]
 mod fuzz;
@@ -25,7 +27,6 @@ pub mod llm;
 pub mod mcp;
 pub mod metrics;
 pub mod peruser;
-pub mod proxy;
 pub mod request;
 pub mod respond;
 pub mod route;
@@ -297,7 +298,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     tracing::debug!(open_files, "Open-file limit.");
     let (addr, sockets) = server::bind(gateway.config.listen, workers)
         .with_context(|| format!("binding {}", gateway.config.listen))?;
-    let app = Arc::new(proxy::Phases {
+    let app = Arc::new(app::App {
         gw: gateway.clone(),
     });
     let (stop, stop_rx) = tokio::sync::watch::channel(false);

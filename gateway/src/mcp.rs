@@ -204,24 +204,8 @@ async fn call(
         .get("name")
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::new(-32602, "params.name is required (connection/tool)"))?;
-    let unknown = || RpcError::new(-32602, format!("unknown tool: {name}"));
-    let (connection, tool) = name.split_once('/').ok_or_else(unknown)?;
-    let entry = tools.by_name.get(connection).ok_or_else(unknown)?;
-    if !tools.gateway.offers(&entry.id, tool) {
-        return Err(unknown());
-    }
+    let (entry, tool) = offered(rc, tools, name)?;
     let cataloged = entry.catalog.get(tool);
-    match cataloged {
-        None if !discovery::by_caller(entry) => return Err(not_cataloged(name)),
-        Some(status) => {
-            if let Some(refusal) = blocked(name, status, rc.request_id) {
-                return Err(refusal);
-            }
-        }
-        None => {}
-    }
-    authz::check_tool(&rc.rules, Action::McpCall, name, &rc.context, rc.memoize)
-        .map_err(|d| RpcError::denied(&d, rc.request_id))?;
     // A per-user call goes with the person's own credential; one without it learns where to
     // provide it.
     let person = match entry.per_user {
@@ -234,17 +218,9 @@ async fn call(
         .get("arguments")
         .cloned()
         .unwrap_or_else(|| json!({}));
-    guard::guard(
-        gw,
-        rc,
-        entry,
-        tool,
-        GuardStage::ToolArguments,
-        &mut arguments,
-        name,
-        guards,
-    )
-    .map_err(|f| guard::refusal(&f, rc.request_id))?;
+    let stage = GuardStage::ToolArguments;
+    guard::guard(gw, rc, entry, tool, stage, &mut arguments, name, guards)
+        .map_err(|f| guard::refusal(&f, rc.request_id))?;
     let session = gw
         .upstreams
         .session_as(gw, entry, person.as_ref().map(|(sub, h)| (sub.as_str(), h)))
@@ -269,24 +245,63 @@ async fn call(
     if let Some(meta) = params.get("_meta") {
         upstream_params["_meta"] = meta.clone();
     }
-    match session
+    let answer = session
         .call(gw, "tools/call", upstream_params, &extra)
-        .await
-    {
-        Ok(mut result) => {
-            guard::guard(
-                gw,
-                rc,
-                entry,
-                tool,
-                GuardStage::ToolResult,
-                &mut result,
-                name,
-                guards,
-            )
-            .map_err(|f| guard::refusal(&f, rc.request_id))?;
-            Ok(result)
+        .await;
+    let mut result = upstream_answer(rc, entry, name, answer)?;
+    guard::guard(
+        gw,
+        rc,
+        entry,
+        tool,
+        GuardStage::ToolResult,
+        &mut result,
+        name,
+        guards,
+    )
+    .map_err(|f| guard::refusal(&f, rc.request_id))?;
+    Ok(result)
+}
+
+/// The connection and operation `name` (`connection/tool`) names, when this gateway offers
+/// it, its catalog status admits calls (or it is discovered on call) and `mcp:call` allows
+/// it.
+fn offered<'t>(
+    rc: &RequestCtx<'_>,
+    tools: Tools<'t>,
+    name: &'t str,
+) -> Result<(&'t std::sync::Arc<table::ToolEntry>, &'t str), RpcError> {
+    let unknown = || RpcError::new(-32602, format!("unknown tool: {name}"));
+    let (connection, tool) = name.split_once('/').ok_or_else(unknown)?;
+    let entry = tools.by_name.get(connection).ok_or_else(unknown)?;
+    if !tools.gateway.offers(&entry.id, tool) {
+        return Err(unknown());
+    }
+    match entry.catalog.get(tool) {
+        None if !discovery::by_caller(entry) => return Err(not_cataloged(name)),
+        Some(status) => {
+            if let Some(refusal) = blocked(name, status, rc.request_id) {
+                return Err(refusal);
+            }
         }
+        None => {}
+    }
+    authz::check_tool(&rc.rules, Action::McpCall, name, &rc.context, rc.memoize)
+        .map_err(|d| RpcError::denied(&d, rc.request_id))?;
+    Ok((entry, tool))
+}
+
+/// The upstream's result, or its failure as the caller's JSON-RPC error: the upstream's own
+/// error is guarded and marked as such (its data nested, so an upstream cannot pass off a
+/// refusal — a denial, a provision link — as the gateway's).
+fn upstream_answer(
+    rc: &RequestCtx<'_>,
+    entry: &table::ToolEntry,
+    name: &str,
+    answer: Result<Value, upstream::UpstreamError>,
+) -> Result<Value, RpcError> {
+    match answer {
+        Ok(result) => Ok(result),
         Err(upstream::UpstreamError::Rpc {
             code,
             mut message,
@@ -294,8 +309,6 @@ async fn call(
         }) => {
             guard::upstream_error(rc, entry, &mut message, &mut data)
                 .map_err(|f| guard::refusal(&f, rc.request_id))?;
-            // The upstream's own error, marked as such: its data is nested, so an upstream
-            // cannot pass off a refusal (a denial, a provision link) as the gateway's.
             let code = if code == -32001 { -32603 } else { code };
             let data = json!({"reason_code": "upstream_rpc_error", "upstream": data,
                 "request_id": rc.request_id});

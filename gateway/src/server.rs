@@ -25,7 +25,7 @@ use tokio::sync::{watch, Notify};
 
 use portcullis_shared::conn_limit::Gate;
 
-use crate::proxy::Phases;
+use crate::app::App;
 
 mod coalesced;
 
@@ -83,7 +83,7 @@ pub fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<(SocketAddr, Ve
 /// What every worker's accept loop shares.
 #[derive(Clone)]
 pub struct Shared {
-    pub app: Arc<Phases>,
+    pub app: Arc<App>,
     pub stop: watch::Receiver<bool>,
     pub grace: Duration,
     pub in_flight: Arc<AtomicUsize>,

@@ -14,9 +14,6 @@ use tokio::sync::{watch, OwnedMutexGuard};
 /// A connection queries run on: a pooled read connection or a write transaction.
 pub type Conn = AnyConnection;
 
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,
@@ -148,11 +145,10 @@ impl Store {
                 .execute(&pool)
                 .await?;
         }
-        let migrator = match backend {
-            Backend::Sqlite => &SQLITE_MIGRATIONS,
-            Backend::Postgres => &POSTGRES_MIGRATIONS,
-        };
-        migrator.run(&pool).await?;
+        super::migrations::migrator(backend)
+            .await?
+            .run(&pool)
+            .await?;
         let write_lock =
             (backend == Backend::Sqlite).then(|| Arc::new(tokio::sync::Mutex::new(())));
         Ok(Self {

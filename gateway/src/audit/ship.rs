@@ -165,7 +165,7 @@ async fn ship(
     target: Target,
     written: Arc<Notify>,
     drops: Drops,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let http = match reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
@@ -178,87 +178,154 @@ async fn ship(
             return;
         }
     };
-    let mut backoff = Duration::from_millis(250);
-    let mut stopping = false;
-    let mut deadline: Option<tokio::time::Instant> = None;
+    let mut shipper = Shipper {
+        spool,
+        target,
+        http,
+        drops,
+        stop,
+        stopping: false,
+        deadline: None,
+        backoff: FIRST_BACKOFF,
+    };
     loop {
-        if stopping && deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+        if shipper.out_of_time() {
             return;
         }
         let batch = match spool.read_batch(BATCH) {
             Ok(b) => b,
             Err(e) => {
                 tracing::error!(error = %e, "Reading the audit spool failed.");
-                if stopping {
+                if shipper.stopping {
                     return;
                 }
-                tokio::select! {
-                    _ = tokio::time::sleep(FLUSH_INTERVAL) => {}
-                    _ = stop.wait_for(|s| *s) => { stopping = true; deadline = Some(tokio::time::Instant::now() + FINAL_ATTEMPT); }
-                }
+                shipper.pause(FLUSH_INTERVAL).await;
                 continue;
             }
         };
-        if batch.is_empty() {
-            if stopping {
-                return;
-            }
-            // Nothing left to ship: the file catches up before waiting.
-            spool.save_cursor();
-            let woke = tokio::select! {
-                _ = written.notified() => true,
-                _ = tokio::time::sleep(FLUSH_INTERVAL) => false,
-                _ = stop.wait_for(|s| *s) => { stopping = true; deadline = Some(tokio::time::Instant::now() + FINAL_ATTEMPT); false }
-            };
-            // Let a burst gather into one batch.
-            if woke && spool.pending_bytes() < 64 * 1024 {
-                tokio::time::sleep(LINGER).await;
-            }
-            continue;
+        let more = if batch.is_empty() {
+            shipper.idle(&written).await
+        } else {
+            shipper.send(batch).await
+        };
+        if !more {
+            return;
         }
+    }
+}
+
+/// The first wait after a failed send; each failure in a row doubles it, up to
+/// `FLUSH_INTERVAL`.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+
+/// The shipper's state: whether it is stopping (one last attempt, until `deadline`) and how
+/// long it waits after a failed send.
+struct Shipper<'a> {
+    spool: &'a Spool,
+    target: Target,
+    http: reqwest::Client,
+    drops: Drops,
+    stop: watch::Receiver<bool>,
+    stopping: bool,
+    deadline: Option<tokio::time::Instant>,
+    backoff: Duration,
+}
+
+impl Shipper<'_> {
+    fn out_of_time(&self) -> bool {
+        self.stopping
+            && self
+                .deadline
+                .is_some_and(|d| tokio::time::Instant::now() >= d)
+    }
+
+    fn begin_stopping(&mut self) {
+        self.stopping = true;
+        self.deadline = Some(tokio::time::Instant::now() + FINAL_ATTEMPT);
+    }
+
+    /// Waits `pause`, or until `stop` flips (then the last attempt begins).
+    async fn pause(&mut self, pause: Duration) {
+        let stopped = tokio::select! {
+            _ = tokio::time::sleep(pause) => false,
+            _ = self.stop.wait_for(|s| *s) => true,
+        };
+        if stopped {
+            self.begin_stopping();
+        }
+    }
+
+    /// Nothing left to ship: the cursor file catches up, then the shipper waits for events (a
+    /// burst gathers into one batch); false when it is done.
+    async fn idle(&mut self, written: &Notify) -> bool {
+        if self.stopping {
+            return false;
+        }
+        self.spool.save_cursor();
+        let (woke, stopped) = tokio::select! {
+            _ = written.notified() => (true, false),
+            _ = tokio::time::sleep(FLUSH_INTERVAL) => (false, false),
+            _ = self.stop.wait_for(|s| *s) => (false, true),
+        };
+        if stopped {
+            self.begin_stopping();
+        }
+        if woke && self.spool.pending_bytes() < 64 * 1024 {
+            tokio::time::sleep(LINGER).await;
+        }
+        true
+    }
+
+    /// Ships one batch (within the last attempt's time when stopping) and moves the cursor
+    /// past it, or keeps it for the next try after the backoff; false when it is done.
+    async fn send(&mut self, batch: Batch) -> bool {
         let (lines, bad) = shippable(&batch);
         if bad > 0 {
             tracing::error!(bad, "Unreadable lines in the audit spool were skipped.");
-            drops.dropped.fetch_add(bad as u64, Ordering::SeqCst);
+            self.drops.dropped.fetch_add(bad as u64, Ordering::SeqCst);
         }
         let sent = if lines.is_empty() {
             Ok(Vec::new())
-        } else if stopping {
-            tokio::time::timeout(FINAL_ATTEMPT, send_isolating(&http, &target, &lines))
-                .await
-                .unwrap_or_else(|_| Err("timed out".into()))
         } else {
-            send_isolating(&http, &target, &lines).await
+            let sending = send_isolating(&self.http, &self.target, &lines);
+            match self.stopping {
+                true => tokio::time::timeout(FINAL_ATTEMPT, sending)
+                    .await
+                    .unwrap_or_else(|_| Err("timed out".into())),
+                false => sending.await,
+            }
         };
         match sent {
             Ok(refused) => {
                 for (line, why) in refused {
-                    drop_refused(spool, &drops, line, &why);
+                    drop_refused(self.spool, &self.drops, line, &why);
                 }
-                spool.advance(batch.from, batch.next);
-                backoff = Duration::from_millis(250);
+                self.spool.advance(batch.from, batch.next);
+                self.backoff = FIRST_BACKOFF;
+                true
             }
-            Err(why) => {
-                if stopping {
-                    tracing::warn!(
-                        pending_bytes = spool.pending_bytes(),
-                        why,
-                        "Audit events stay in the spool until the next start."
-                    );
-                    return;
-                }
-                tracing::warn!(
-                    why,
-                    retry_in_ms = backoff.as_millis() as u64,
-                    "Shipping audit events failed; they stay in the spool."
-                );
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = stop.wait_for(|s| *s) => { stopping = true; deadline = Some(tokio::time::Instant::now() + FINAL_ATTEMPT); }
-                }
-                backoff = (backoff * 2).min(FLUSH_INTERVAL);
-            }
+            Err(why) => self.failed(&why).await,
         }
+    }
+
+    /// After a failed send: the events stay in the spool; false when it is done.
+    async fn failed(&mut self, why: &str) -> bool {
+        if self.stopping {
+            tracing::warn!(
+                pending_bytes = self.spool.pending_bytes(),
+                why,
+                "Audit events stay in the spool until the next start."
+            );
+            return false;
+        }
+        tracing::warn!(
+            why,
+            retry_in_ms = self.backoff.as_millis() as u64,
+            "Shipping audit events failed; they stay in the spool."
+        );
+        self.pause(self.backoff).await;
+        self.backoff = (self.backoff * 2).min(FLUSH_INTERVAL);
+        true
     }
 }
 

@@ -6,10 +6,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
+use portcullis_shared::api::tools::{HttpConfig, StdioConfig};
 use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::snapshot::{SnapGateway, SnapTool, Snapshot};
 
 use super::table::{GatewayTools, ToolEntry, ToolTransport, ToolsByName};
+
+/// A connection's stored secret values, by name.
+type Secrets = std::collections::BTreeMap<String, String>;
 
 /// The workspace's tool connections, by name and by id.
 pub struct Tools<'a> {
@@ -68,85 +72,29 @@ impl Tools<'_> {
 }
 
 fn tool_entry(t: &SnapTool) -> Result<ToolEntry, String> {
-    use portcullis_shared::api::tools::{HeaderSource, Protocol};
+    use portcullis_shared::api::tools::Protocol;
     let secrets = &t.secret_values.0;
     // Each person's own key or grant, and a shared grant, are fetched when a call needs them
     // (`crate::peruser`).
     let mut unavailable = None;
     let transport = match (t.protocol, &t.http, &t.stdio) {
         (Protocol::StreamableHttp, Some(http), _) => {
-            let url = if http.url.is_empty() {
-                unavailable
-                    .get_or_insert_with(|| format!("tool '{}' has no URL configured", t.name));
-                reqwest::Url::parse("http://unconfigured.invalid/").map_err(|e| e.to_string())?
-            } else {
-                reqwest::Url::parse(&http.url).map_err(|e| format!("url: {e}"))?
-            };
-            let header = |name: &str| {
-                HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|_| format!("{name:?} is not a header name"))
-            };
-            let value = |v: &str| {
-                let mut v = HeaderValue::from_str(v)
-                    .map_err(|_| "a header value is not valid".to_string())?;
-                v.set_sensitive(true);
-                Ok::<_, String>(v)
-            };
-            let mut headers = Vec::new();
-            let mut actas_headers = Vec::new();
-            let mut referenced = std::collections::HashSet::new();
-            for h in &http.headers {
-                match h.source {
-                    HeaderSource::Literal => headers.push((
-                        header(&h.name)?,
-                        value(h.value.as_deref().unwrap_or_default())?,
-                    )),
-                    HeaderSource::Secret => {
-                        let key = h.value.as_deref().unwrap_or_default();
-                        referenced.insert(key.to_string());
-                        let secret = secrets.get(key).ok_or_else(|| {
-                            format!("header {} names a secret that is not stored", h.name)
-                        })?;
-                        headers.push((header(&h.name)?, value(secret)?));
-                    }
-                    HeaderSource::Actas => actas_headers.push(header(&h.name)?),
-                }
+            if http.url.is_empty() {
+                unavailable = Some(format!("tool '{}' has no URL configured", t.name));
             }
-            // Secrets no header entry names are sent as headers of their own name.
-            for (k, v) in secrets {
-                if !referenced.contains(k) {
-                    headers.push((header(k)?, value(v)?));
-                }
-            }
-            ToolTransport::Http {
-                url,
-                headers,
-                actas_headers,
-            }
+            http_transport(http, secrets)?
         }
         (Protocol::Stdio, _, Some(stdio)) => {
             if stdio.command.trim().is_empty() {
-                unavailable
-                    .get_or_insert_with(|| format!("tool '{}' has no command configured", t.name));
+                unavailable = Some(format!("tool '{}' has no command configured", t.name));
             }
-            let mut env: Vec<(String, String)> = stdio
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            env.extend(secrets.iter().map(|(k, v)| (k.clone(), v.clone())));
-            ToolTransport::Stdio {
-                command: stdio.command.clone(),
-                args: stdio.args.clone(),
-                env,
-                cwd: stdio.cwd.clone(),
-            }
+            stdio_transport(stdio, secrets)
         }
         (Protocol::Rest, _, _) if t.rest.is_some() => {
             let installed = t.rest.clone().ok_or("no adapter")?;
             let adapter = super::upstream::rest::RestAdapter::compile(installed, secrets)?;
             ToolTransport::Rest {
-                adapter: std::sync::Arc::new(adapter),
+                adapter: Arc::new(adapter),
             }
         }
         (protocol, _, _) => {
@@ -177,4 +125,72 @@ fn tool_entry(t: &SnapTool) -> Result<ToolEntry, String> {
             .map(|(field, class)| (field.clone(), class.clone()))
             .collect(),
     })
+}
+
+/// Streamable HTTP: the URL (a placeholder when none is configured: calls are refused) and
+/// every header sent — literal, secret, and each stored secret no header names, under its own
+/// name — plus the headers that carry the caller's act-as assertion.
+fn http_transport(http: &HttpConfig, secrets: &Secrets) -> Result<ToolTransport, String> {
+    use portcullis_shared::api::tools::HeaderSource;
+    let url = match http.url.as_str() {
+        "" => reqwest::Url::parse("http://unconfigured.invalid/").map_err(|e| e.to_string())?,
+        url => reqwest::Url::parse(url).map_err(|e| format!("url: {e}"))?,
+    };
+    let mut headers = Vec::new();
+    let mut actas_headers = Vec::new();
+    let mut referenced = std::collections::HashSet::new();
+    for h in &http.headers {
+        match h.source {
+            HeaderSource::Literal => headers.push((
+                header_name(&h.name)?,
+                secret_value(h.value.as_deref().unwrap_or_default())?,
+            )),
+            HeaderSource::Secret => {
+                let key = h.value.as_deref().unwrap_or_default();
+                referenced.insert(key.to_string());
+                let secret = secrets.get(key).ok_or_else(|| {
+                    format!("header {} names a secret that is not stored", h.name)
+                })?;
+                headers.push((header_name(&h.name)?, secret_value(secret)?));
+            }
+            HeaderSource::Actas => actas_headers.push(header_name(&h.name)?),
+        }
+    }
+    for (k, v) in secrets {
+        if !referenced.contains(k) {
+            headers.push((header_name(k)?, secret_value(v)?));
+        }
+    }
+    Ok(ToolTransport::Http {
+        url,
+        headers,
+        actas_headers,
+    })
+}
+
+fn header_name(name: &str) -> Result<HeaderName, String> {
+    HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("{name:?} is not a header name"))
+}
+
+/// A header value kept out of logs and debug output.
+fn secret_value(v: &str) -> Result<HeaderValue, String> {
+    let mut v = HeaderValue::from_str(v).map_err(|_| "a header value is not valid".to_string())?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// A stdio child: its command and arguments, and its environment with the stored secrets.
+fn stdio_transport(stdio: &StdioConfig, secrets: &Secrets) -> ToolTransport {
+    let env = stdio
+        .env
+        .iter()
+        .chain(secrets)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    ToolTransport::Stdio {
+        command: stdio.command.clone(),
+        args: stdio.args.clone(),
+        env,
+        cwd: stdio.cwd.clone(),
+    }
 }

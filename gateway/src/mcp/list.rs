@@ -234,53 +234,7 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>, offered: &GatewayTools
                 continue;
             }
         };
-        let mut unknown = Vec::new();
-        for t in listed {
-            let Some(name) = t.get("name").and_then(Value::as_str).map(str::to_string) else {
-                continue;
-            };
-            if !offered.offers(&tool.id, &name) {
-                continue;
-            }
-            // What a call discovered answers until the snapshot's catalog has it.
-            let cataloged = tool
-                .catalog
-                .get(&name)
-                .cloned()
-                .or_else(|| gw.discovered_on_call.peek(tool, &name));
-            let (status, message) = match cataloged {
-                None => {
-                    unknown.push(t.clone());
-                    continue;
-                }
-                Some((ToolStatus::Blocked, _)) => continue,
-                Some((status, message)) => (status, message),
-            };
-            let full = format!("{}/{name}", tool.name);
-            let decision = authz::check_tool(
-                &rc.rules,
-                Action::McpDiscover,
-                &full,
-                &rc.context,
-                rc.memoize,
-            );
-            if decision.is_err() {
-                continue;
-            }
-            let mut t = t;
-            t["name"] = json!(full);
-            if status == ToolStatus::Deprecated {
-                let mut meta = t
-                    .get("_meta")
-                    .cloned()
-                    .filter(Value::is_object)
-                    .unwrap_or_else(|| json!({}));
-                meta["portcullis/deprecated"] =
-                    json!(message.unwrap_or_else(|| "deprecated".into()));
-                t["_meta"] = meta;
-            }
-            out.push(t);
-        }
+        let unknown = keep_discoverable(gw, rc, (offered, tool), listed, &mut out);
         if !unknown.is_empty() {
             discovery::report_later(gw, tool, unknown);
         }
@@ -290,6 +244,64 @@ async fn discover(gw: &Arc<Gateway>, rc: &RequestCtx<'_>, offered: &GatewayTools
         failed,
         advisories,
     }
+}
+
+/// Of an upstream's list, the operations this gateway offers, the catalog does not block and
+/// `mcp:discover` allows, named `connection/tool` (a deprecated one marked in `_meta`), into
+/// `out`; the operations the catalog does not have yet, returned for reporting.
+fn keep_discoverable(
+    gw: &Gateway,
+    rc: &RequestCtx<'_>,
+    (offered, tool): (&GatewayTools, &Arc<ToolEntry>),
+    listed: Vec<Value>,
+    out: &mut Vec<Value>,
+) -> Vec<Value> {
+    let mut unknown = Vec::new();
+    for mut t in listed {
+        let Some(name) = t.get("name").and_then(Value::as_str).map(str::to_string) else {
+            continue;
+        };
+        if !offered.offers(&tool.id, &name) {
+            continue;
+        }
+        // What a call discovered answers until the snapshot's catalog has it.
+        let cataloged = tool
+            .catalog
+            .get(&name)
+            .cloned()
+            .or_else(|| gw.discovered_on_call.peek(tool, &name));
+        let (status, message) = match cataloged {
+            None => {
+                unknown.push(t);
+                continue;
+            }
+            Some((ToolStatus::Blocked, _)) => continue,
+            Some(found) => found,
+        };
+        let full = format!("{}/{name}", tool.name);
+        let decision = authz::check_tool(
+            &rc.rules,
+            Action::McpDiscover,
+            &full,
+            &rc.context,
+            rc.memoize,
+        );
+        if decision.is_err() {
+            continue;
+        }
+        t["name"] = json!(full);
+        if status == ToolStatus::Deprecated {
+            let mut meta = t
+                .get("_meta")
+                .cloned()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
+            meta["portcullis/deprecated"] = json!(message.unwrap_or_else(|| "deprecated".into()));
+            t["_meta"] = meta;
+        }
+        out.push(t);
+    }
+    unknown
 }
 
 fn list_event(

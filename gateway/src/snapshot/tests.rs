@@ -14,11 +14,6 @@ use super::{compile, Runtime};
 use crate::llm::table::{Credential, Endpoint, Target, FAILURES_TO_COOL_DOWN};
 
 pub(super) fn snapshot(policies: &str) -> Snapshot {
-    let secrets: BTreeMap<String, String> = [(
-        "Authorization".to_string(),
-        "Bearer sk-test-12345".to_string(),
-    )]
-    .into();
     Snapshot {
         workspace_id: "w".into(),
         revision: 7,
@@ -43,22 +38,7 @@ pub(super) fn snapshot(policies: &str) -> Snapshot {
             tool_sources: Vec::new(),
             tools: Vec::new(),
         }],
-        models: vec![SnapModel {
-            connection_id: "m1".into(),
-            name: "gpt".into(),
-            provider: "openai".into(),
-            provider_config: json!({"model": "gpt-4o"})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-            auth_method: AuthMethod::ApiKey,
-            credential_type: CredentialType::Shared,
-            secret_values: Secrets(secrets),
-            attributes: BTreeMap::new(),
-            filter_window_bytes: 0,
-            filter_window_tokens: 0,
-            oauth_grant: None,
-        }],
+        models: vec![model()],
         pools: vec![SnapPool {
             pool_id: "p1".into(),
             name: "fast".into(),
@@ -69,20 +49,7 @@ pub(super) fn snapshot(policies: &str) -> Snapshot {
                 priority: 0,
             }],
         }],
-        agents: vec![SnapAgent {
-            agent_id: "a1".into(),
-            name: "bot".into(),
-            status: AgentStatus::Active,
-            parent_id: None,
-            key_hashes: vec!["abc".into()],
-            token_ttl_secs: 600,
-            actas_method: None,
-            actas_required: false,
-            actas_provider_id: None,
-            actas_oidc_url: None,
-            bound_keys: Vec::new(),
-            actas_hmac_secret: None,
-        }],
+        agents: vec![agent()],
         bundles: vec![SnapBundle {
             bundle_id: "b1".into(),
             id_prefix: "bundle/b1".into(),
@@ -94,6 +61,49 @@ pub(super) fn snapshot(policies: &str) -> Snapshot {
         tools: Vec::new(),
         quotas: Vec::new(),
         token_keys: Vec::new(),
+    }
+}
+
+/// `gpt`: an OpenAI model with a stored bearer key.
+fn model() -> SnapModel {
+    let secrets: BTreeMap<String, String> = [(
+        "Authorization".to_string(),
+        "Bearer sk-test-12345".to_string(),
+    )]
+    .into();
+    SnapModel {
+        connection_id: "m1".into(),
+        name: "gpt".into(),
+        provider: "openai".into(),
+        provider_config: json!({"model": "gpt-4o"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        auth_method: AuthMethod::ApiKey,
+        credential_type: CredentialType::Shared,
+        secret_values: Secrets(secrets),
+        attributes: BTreeMap::new(),
+        filter_window_bytes: 0,
+        filter_window_tokens: 0,
+        oauth_grant: None,
+    }
+}
+
+/// `bot`: an active agent with one key.
+fn agent() -> SnapAgent {
+    SnapAgent {
+        agent_id: "a1".into(),
+        name: "bot".into(),
+        status: AgentStatus::Active,
+        parent_id: None,
+        key_hashes: vec!["abc".into()],
+        token_ttl_secs: 600,
+        actas_method: None,
+        actas_required: false,
+        actas_provider_id: None,
+        actas_oidc_url: None,
+        bound_keys: Vec::new(),
+        actas_hmac_secret: None,
     }
 }
 
