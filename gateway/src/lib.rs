@@ -72,7 +72,7 @@ pub struct Gateway {
     /// counts alone.
     pub spend: spend::Spend,
     /// The shared counters, once connected (`spend_store`).
-    pub shared_spend: std::sync::OnceLock<Arc<spend::shared::SharedSpend>>,
+    pub redis_spend: std::sync::OnceLock<Arc<spend::redis::RedisSpend>>,
     /// Requests being answered now (shutdown waits for these, not for idle connections).
     pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
     /// The gateway's own cloud identities, used only with `--cloud-identity`.
@@ -117,7 +117,7 @@ impl Gateway {
             audit: audit::Audit::disabled(),
             in_flight: Arc::default(),
             spend: spend::Spend::default(),
-            shared_spend: std::sync::OnceLock::new(),
+            redis_spend: std::sync::OnceLock::new(),
             cloud: Cloud::default(),
             sync_failing_since: std::sync::atomic::AtomicI64::new(0),
         }

@@ -9,8 +9,8 @@
 //! enforced. So when an admin changes a quota's window, what was spent in the new window is
 //! already counted.
 
+pub mod redis;
 pub mod seed;
-pub mod shared;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -245,14 +245,14 @@ pub const THRESHOLDS: [u64; 2] = [80, 100];
 /// A hold on the counters of one call, in memory or in the shared store.
 pub enum Held<'a> {
     Memory(Reservation<'a>),
-    Shared(shared::SharedHeld),
+    Redis(redis::RedisHeld),
 }
 
 impl Held<'_> {
     pub fn held_micros(&self) -> u64 {
         match self {
             Held::Memory(r) => r.worst,
-            Held::Shared(h) => h.held_micros(),
+            Held::Redis(h) => h.held_micros(),
         }
     }
 
@@ -264,7 +264,7 @@ impl Held<'_> {
                 let worst = r.worst;
                 r.settle(worst).0
             }
-            Held::Shared(h) => h.charge_worst_now(),
+            Held::Redis(h) => h.charge_worst_now(),
         }
     }
 
@@ -273,7 +273,7 @@ impl Held<'_> {
     pub async fn settle(self, actual: u64) -> (Vec<Charge>, Vec<Crossing>) {
         match self {
             Held::Memory(r) => r.settle(actual),
-            Held::Shared(h) => h.settle(actual).await,
+            Held::Redis(h) => h.settle(actual).await,
         }
     }
 }

@@ -34,10 +34,43 @@ pub enum SecretShape {
     Fields(&'static [&'static str]),
 }
 
+/// The API a provider's models are called through: it fixes where the gateway sends a call
+/// and which translator shapes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI's chat completions, `{base}/chat/completions`.
+    OpenAiChat,
+    /// Anthropic's Messages, `{base}/v1/messages`.
+    AnthropicMessages,
+    /// The Gemini API's `generateContent`.
+    Gemini,
+    /// Vertex AI: Gemini models by `generateContent`, Claude models by `rawPredict`, under a
+    /// project and location.
+    Vertex,
+    /// Bedrock's Converse API in a region.
+    Bedrock,
+    /// Forwarded untouched: `{base}` plus the caller's path.
+    Custom,
+}
+
+/// A cloud platform whose identity (the gateway's own, or stored credentials) signs calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cloud {
+    /// SigV4 with AWS credentials.
+    Aws,
+    /// A Google OAuth token.
+    Google,
+}
+
+/// Everything the product knows about one provider: adding a provider is adding one of these
+/// (and, for a new [`Api`], its endpoint and translator in the gateway's `llm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Provider {
     pub id: &'static str,
     pub group: Group,
+    pub api: Api,
+    /// The cloud platform it is, if any.
+    pub cloud: Option<Cloud>,
     pub locator: Locator,
     pub secret_shape: SecretShape,
     /// The header the provider's API key goes in, and its scheme prefix (`Bearer `).
@@ -50,6 +83,8 @@ const fn hosted(id: &'static str, base: &'static str) -> Provider {
     Provider {
         id,
         group: Group::HostedCompatible,
+        api: Api::OpenAiChat,
+        cloud: None,
         locator: Locator::DefaultBaseUrl(base),
         secret_shape: SecretShape::Headers,
         api_key_header: BEARER,
@@ -61,6 +96,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "openai",
         group: Group::Native,
+        api: Api::OpenAiChat,
+        cloud: None,
         locator: Locator::DefaultBaseUrl("https://api.openai.com/v1"),
         secret_shape: SecretShape::Headers,
         api_key_header: BEARER,
@@ -68,6 +105,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "anthropic",
         group: Group::Native,
+        api: Api::AnthropicMessages,
+        cloud: None,
         locator: Locator::DefaultBaseUrl("https://api.anthropic.com"),
         secret_shape: SecretShape::Headers,
         api_key_header: ("x-api-key", ""),
@@ -75,6 +114,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "google",
         group: Group::Native,
+        api: Api::Gemini,
+        cloud: None,
         locator: Locator::DefaultBaseUrl("https://generativelanguage.googleapis.com"),
         secret_shape: SecretShape::Headers,
         api_key_header: ("x-goog-api-key", ""),
@@ -82,6 +123,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "vertex",
         group: Group::Native,
+        api: Api::Vertex,
+        cloud: Some(Cloud::Google),
         locator: Locator::Keys(&["project", "location"]),
         secret_shape: SecretShape::Fields(&["service_account_json"]),
         api_key_header: BEARER,
@@ -89,6 +132,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "bedrock",
         group: Group::Native,
+        api: Api::Bedrock,
+        cloud: Some(Cloud::Aws),
         locator: Locator::Keys(&["region"]),
         secret_shape: SecretShape::Fields(&[
             "aws_access_key_id",
@@ -100,6 +145,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "databricks",
         group: Group::HostedCompatible,
+        api: Api::OpenAiChat,
+        cloud: None,
         locator: Locator::BaseUrl,
         secret_shape: SecretShape::Headers,
         api_key_header: BEARER,
@@ -116,6 +163,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "azure_openai",
         group: Group::HostedCompatible,
+        api: Api::OpenAiChat,
+        cloud: None,
         locator: Locator::BaseUrl,
         secret_shape: SecretShape::Headers,
         api_key_header: ("api-key", ""),
@@ -123,6 +172,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "openai_compatible",
         group: Group::Compatible,
+        api: Api::OpenAiChat,
+        cloud: None,
         locator: Locator::BaseUrl,
         secret_shape: SecretShape::Headers,
         api_key_header: BEARER,
@@ -130,6 +181,8 @@ pub const PROVIDERS: &[Provider] = &[
     Provider {
         id: "custom",
         group: Group::Custom,
+        api: Api::Custom,
+        cloud: None,
         locator: Locator::BaseUrl,
         secret_shape: SecretShape::Headers,
         api_key_header: BEARER,
@@ -154,12 +207,12 @@ impl Provider {
     /// Whether a model with auth method `none` authenticates with the gateway's own cloud
     /// identity (the cloud platforms), rather than sending nothing.
     pub fn uses_cloud_identity(&self) -> bool {
-        matches!(self.id, "vertex" | "bedrock")
+        self.cloud.is_some()
     }
 
     /// Whether requests go out in the OpenAI chat-completions shape without translation.
     pub fn speaks_openai(&self) -> bool {
-        matches!(self.group, Group::HostedCompatible | Group::Compatible) || self.id == "openai"
+        self.api == Api::OpenAiChat
     }
 
     /// The base URL requests go to: `provider_config.base_url`, else the default.
@@ -183,10 +236,10 @@ pub fn api_key_secret(provider_id: &str, key: &str) -> Result<(String, String), 
         .ok_or_else(|| format!("unknown provider '{provider_id}'; known: {}", known_ids()))?;
     match p.secret_shape {
         // A Bedrock API key is a bearer token.
-        SecretShape::Fields(_) if provider_id == "bedrock" => {
+        SecretShape::Fields(_) if p.cloud == Some(Cloud::Aws) => {
             return Ok(("Authorization".into(), format!("Bearer {key}")));
         }
-        SecretShape::Fields(_) if provider_id == "vertex" => {
+        SecretShape::Fields(_) if p.cloud == Some(Cloud::Google) => {
             return Err(
                 "vertex takes a service account, not an API key: send its JSON as the \
                  service_account_json secret, or use auth method none for the gateway's own \

@@ -10,7 +10,7 @@ use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::{AuthMethod, CredentialType};
 use portcullis_shared::policy::{self, Kind};
 use portcullis_shared::prices;
-use portcullis_shared::provider::{self, Provider};
+use portcullis_shared::provider::{self, Api, Cloud, Provider};
 use portcullis_shared::snapshot::{SnapGateway, SnapModel, Snapshot};
 
 use super::table::{
@@ -194,9 +194,9 @@ fn endpoint(
 ) -> Result<Endpoint, String> {
     let configured = config.text("base_url").map(|b| b.trim_end_matches('/'));
     let pair = |whole: String, stream: String| Ok::<_, String>((parse(&whole)?, parse(&stream)?));
-    Ok(match provider.id {
-        "google" => {
-            let base = configured.unwrap_or("https://generativelanguage.googleapis.com");
+    Ok(match provider.api {
+        Api::Gemini => {
+            let base = provider.base_url(configured).unwrap_or_default();
             let at = format!("{base}/v1beta/models/{}", segment(model));
             let (whole, stream) = pair(
                 format!("{at}:generateContent"),
@@ -204,8 +204,8 @@ fn endpoint(
             )?;
             Endpoint::Gemini { whole, stream }
         }
-        "vertex" => vertex(m, config, configured, model)?,
-        "bedrock" => {
+        Api::Vertex => vertex(m, config, configured, model)?,
+        Api::Bedrock => {
             let region = config.text("region").unwrap_or("us-east-1");
             let default = format!("https://bedrock-runtime.{region}.amazonaws.com");
             let at = format!(
@@ -216,8 +216,8 @@ fn endpoint(
             let (whole, stream) = pair(format!("{at}/converse"), format!("{at}/converse-stream"))?;
             Endpoint::Bedrock { whole, stream }
         }
-        "anthropic" => {
-            let base = configured.unwrap_or("https://api.anthropic.com");
+        Api::AnthropicMessages => {
+            let base = provider.base_url(configured).unwrap_or_default();
             // `https://api.anthropic.com`, or a base that already ends in `/v1`.
             let path = if base.ends_with("/v1") {
                 "/messages"
@@ -226,24 +226,20 @@ fn endpoint(
             };
             Endpoint::AnthropicMessages(parse(&format!("{base}{path}"))?)
         }
-        "custom" => {
+        Api::Custom => {
             let base = configured.ok_or("custom needs provider_config.base_url")?;
             Endpoint::Custom {
                 chat: parse(&format!("{base}/chat/completions"))?,
                 messages: parse(&format!("{base}/messages"))?,
             }
         }
-        _ if provider.speaks_openai() => match provider.base_url(configured) {
+        Api::OpenAiChat => match provider.base_url(configured) {
             Some(base) => Endpoint::OpenAiChat(parse(&format!(
                 "{}/chat/completions",
                 base.trim_end_matches('/')
             ))?),
             None => Endpoint::Unsupported(format!("model '{}' has no base_url configured", m.name)),
         },
-        other => Endpoint::Unsupported(format!(
-            "model '{}' uses provider {other}, which this gateway cannot call",
-            m.name
-        )),
     })
 }
 
@@ -298,9 +294,10 @@ fn credential(
     runtime: &ModelRuntime,
 ) -> Result<Credential, String> {
     let secrets = &m.secret_values.0;
-    let cloud = matches!(provider.id, "vertex" | "bedrock");
     Ok(match (m.auth_method, m.credential_type) {
-        (AuthMethod::None, _) if cloud => gateway_identity(provider, config, runtime),
+        (AuthMethod::None, _) if provider.cloud.is_some() => {
+            gateway_identity(provider, config, runtime)
+        }
         (AuthMethod::None, _) => Credential::None,
         (AuthMethod::ApiKey, CredentialType::Shared) if secrets.is_empty() => {
             Credential::Unavailable(format!(
@@ -308,13 +305,13 @@ fn credential(
                 m.name
             ))
         }
-        (AuthMethod::ApiKey, CredentialType::Shared) => match provider.id {
+        (AuthMethod::ApiKey, CredentialType::Shared) => match provider.cloud {
             // A Bedrock API key is a bearer header like any other.
-            "bedrock" if !secrets.contains_key("Authorization") => Credential::Aws {
+            Some(Cloud::Aws) if !secrets.contains_key("Authorization") => Credential::Aws {
                 region: config.text("region").unwrap_or("us-east-1").to_string(),
                 source: AwsSource::Keys(aws_keys(secrets)?),
             },
-            "vertex" => {
+            Some(Cloud::Google) => {
                 let json = secrets
                     .get("service_account_json")
                     .ok_or("vertex needs secret_values.service_account_json")?;
@@ -338,7 +335,7 @@ fn gateway_identity(
     config: &Config<'_>,
     runtime: &ModelRuntime,
 ) -> Credential {
-    if provider.id == "vertex" {
+    if provider.cloud == Some(Cloud::Google) {
         return Credential::Google(GoogleSource::Gateway);
     }
     let role = config.text("role_arn").map(|arn| {

@@ -82,7 +82,7 @@ pub async fn reserve<'g>(
     };
     let worst = worst_case(price, body_len, limits);
     let held = if gw.config.spend_store.is_some() {
-        let Some(store) = gw.shared_spend.get() else {
+        let Some(store) = gw.redis_spend.get() else {
             return Err(Blocked::All(GatewayError::QuotaUnavailable(
                 "spend quotas apply to this call but the shared spend store is not connected; \
                  quotas fail closed"
@@ -98,7 +98,7 @@ pub async fn reserve<'g>(
                 gw.background.clone(),
             )
             .await
-            .map(Held::Shared)
+            .map(Held::Redis)
     } else {
         gw.spend.reserve(applied, worst).map(Held::Memory)
     };

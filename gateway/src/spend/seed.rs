@@ -20,7 +20,7 @@ pub async fn run(gw: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>)
     }
     loop {
         let reseed = async {
-            match gw.shared_spend.get() {
+            match gw.redis_spend.get() {
                 Some(store) => store.reseed.notified().await,
                 None => std::future::pending().await,
             }
@@ -87,11 +87,11 @@ async fn load(gw: &Gateway, http: &reqwest::Client, url: &str) -> Result<(), Str
     let charges: Vec<Charge> = recorded.spend.into_iter().chain(pending).collect();
     match &gw.config.spend_store {
         Some(url) => {
-            let store = match gw.shared_spend.get() {
+            let store = match gw.redis_spend.get() {
                 Some(s) => s.clone(),
                 None => {
-                    let s = Arc::new(super::shared::SharedSpend::connect(url).await?);
-                    gw.shared_spend.get_or_init(|| s).clone()
+                    let s = Arc::new(super::redis::RedisSpend::connect(url).await?);
+                    gw.redis_spend.get_or_init(|| s).clone()
                 }
             };
             store.seed(&recorded.workspace_id, charges).await?;

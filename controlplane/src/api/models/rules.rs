@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use portcullis_shared::api::{AuthMethod, CredentialType};
-use portcullis_shared::provider::{Locator, Provider, SecretShape};
+use portcullis_shared::provider::{Cloud, Locator, Provider, SecretShape};
 use serde_json::{Map, Value};
 
 use crate::error::{invalid, ApiResult};
@@ -108,7 +108,7 @@ fn check_role(
     let Some(arn) = role_arn else {
         return Ok(());
     };
-    if provider.id != "bedrock" {
+    if provider.cloud != Some(Cloud::Aws) {
         return Err(invalid(format!(
             "provider_config.role_arn is for bedrock models, not {}",
             provider.id
@@ -236,7 +236,9 @@ pub fn check_secrets(
         }
         match provider.secret_shape {
             // A Bedrock API key: `Authorization: Bearer …` in place of access keys.
-            SecretShape::Fields(_) if provider.id == "bedrock" && key == "Authorization" => {
+            SecretShape::Fields(_)
+                if provider.cloud == Some(Cloud::Aws) && key == "Authorization" =>
+            {
                 validate::header_value(&format!("secret_values.{key}"), value)?;
             }
             SecretShape::Headers => {
@@ -266,14 +268,15 @@ fn check_cloud_secrets(provider: &Provider, secrets: &BTreeMap<String, String>) 
     if secrets.is_empty() {
         return Ok(());
     }
-    match provider.id {
-        "bedrock" if secrets.contains_key("Authorization") && secrets.len() > 1 => {
+    let api_key = secrets.contains_key("Authorization");
+    match provider.cloud {
+        Some(Cloud::Aws) if api_key && secrets.len() > 1 => {
             return Err(invalid(
                 "secret_values holds either a Bedrock API key (Authorization) or access keys, not both",
             ));
         }
-        "bedrock" if secrets.contains_key("Authorization") => {}
-        "bedrock" => {
+        Some(Cloud::Aws) if api_key => {}
+        Some(Cloud::Aws) => {
             for key in ["aws_access_key_id", "aws_secret_access_key"] {
                 if !secrets.contains_key(key) {
                     return Err(invalid(format!(
@@ -282,14 +285,14 @@ fn check_cloud_secrets(provider: &Provider, secrets: &BTreeMap<String, String>) 
                 }
             }
         }
-        "vertex" => {
+        Some(Cloud::Google) => {
             let json = secrets
                 .get("service_account_json")
                 .map(String::as_str)
                 .unwrap_or_default();
             check_service_account(json)?;
         }
-        _ => {}
+        None => {}
     }
     Ok(())
 }

@@ -121,7 +121,7 @@ fn config() -> ConnectionManagerConfig {
         .set_response_timeout(STORE_TIMEOUT)
 }
 
-pub struct SharedSpend {
+pub struct RedisSpend {
     client: redis::Client,
     /// For seeding and background work.
     conn: ConnectionManager,
@@ -162,8 +162,8 @@ fn counter_keys<'a>(ws: &'a str, applied: &'a [Applied]) -> impl Iterator<Item =
 }
 
 /// A hold in Redis; settle it, or dropping it releases it (in the background).
-pub struct SharedHeld {
-    store: Arc<SharedSpend>,
+pub struct RedisHeld {
+    store: Arc<RedisSpend>,
     workspace_id: String,
     res_key: String,
     /// The hold's member in each counter's holds: `<amount>:<reservation>`.
@@ -174,7 +174,7 @@ pub struct SharedHeld {
     background: tokio::runtime::Handle,
 }
 
-impl SharedSpend {
+impl RedisSpend {
     /// Connects (the connection reconnects by itself later).
     pub async fn connect(url: &str) -> Result<Self, String> {
         let client = redis::Client::open(url).map_err(|e| format!("spend store {url}: {e}"))?;
@@ -242,7 +242,7 @@ impl SharedSpend {
         worst: u64,
         request_id: &str,
         background: tokio::runtime::Handle,
-    ) -> Result<SharedHeld, Refusal> {
+    ) -> Result<RedisHeld, Refusal> {
         if !self.seeded() {
             return Err(Refusal::NotSeeded);
         }
@@ -279,7 +279,7 @@ impl SharedSpend {
                 self.reseed.notify_one();
                 Err(Refusal::NotSeeded)
             }
-            Ok(0) => Ok(SharedHeld {
+            Ok(0) => Ok(RedisHeld {
                 store: self.clone(),
                 workspace_id: workspace_id.to_string(),
                 res_key,
@@ -319,7 +319,7 @@ async fn warn_if_evicting(conn: &mut ConnectionManager) {
     }
 }
 
-impl SharedHeld {
+impl RedisHeld {
     pub fn held_micros(&self) -> u64 {
         self.worst
     }
@@ -358,11 +358,11 @@ impl SharedHeld {
     }
 }
 
-impl SharedHeld {
+impl RedisHeld {
     /// Moves the hold out (to finish it in the background); this one is left done.
-    fn take(&mut self) -> SharedHeld {
+    fn take(&mut self) -> RedisHeld {
         self.done = true;
-        SharedHeld {
+        RedisHeld {
             store: self.store.clone(),
             workspace_id: std::mem::take(&mut self.workspace_id),
             res_key: std::mem::take(&mut self.res_key),
@@ -386,7 +386,7 @@ impl SharedHeld {
     }
 }
 
-impl Drop for SharedHeld {
+impl Drop for RedisHeld {
     fn drop(&mut self) {
         if self.done {
             return;

@@ -10,10 +10,10 @@ use portcullis_shared::api::quotas::{QuotaSubject, QuotaWindow};
 use super::*;
 use crate::spend::{applicable, CallScope, QuotaEntry};
 
-async fn store(hold_ttl_ms: u64) -> (Arc<SharedSpend>, String) {
+async fn store(hold_ttl_ms: u64) -> (Arc<RedisSpend>, String) {
     let url = std::env::var("PORTCULLIS_TEST_REDIS_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let mut s = SharedSpend::connect(&url)
+    let mut s = RedisSpend::connect(&url)
         .await
         .expect("the local Redis runs");
     s.hold_ttl_ms = hold_ttl_ms;
@@ -44,7 +44,7 @@ fn applied(limit: u64) -> Vec<Applied> {
     applicable(&[quota], &scope, chrono::Utc::now().timestamp())
 }
 
-async fn reserve(s: &Arc<SharedSpend>, ws: &str, worst: u64) -> Result<SharedHeld, Refusal> {
+async fn reserve(s: &Arc<RedisSpend>, ws: &str, worst: u64) -> Result<RedisHeld, Refusal> {
     s.reserve(
         ws,
         applied(100),
@@ -56,7 +56,7 @@ async fn reserve(s: &Arc<SharedSpend>, ws: &str, worst: u64) -> Result<SharedHel
 }
 
 /// A field of the quota's enforced (daily) counter.
-async fn field(s: &SharedSpend, ws: &str, name: &str) -> u64 {
+async fn field(s: &RedisSpend, ws: &str, name: &str) -> u64 {
     let [daily, _] = applied(100)[0].keys();
     let mut conn = s.conn.clone();
     let v: Option<u64> = redis::cmd("HGET")
