@@ -33,6 +33,7 @@ pub struct Deployment<'a> {
     pub authorization_server: &'a str,
 }
 
+/// The snapshot: the workspace at its revision, then each section in turn.
 pub async fn build(
     conn: &mut Conn,
     cipher: &portcullis_shared::seal::Cipher,
@@ -43,7 +44,45 @@ pub async fn build(
         .await?
         .ok_or_else(|| corrupt("workspace"))?;
     let revision = u64::try_from(workspace.revision).map_err(|_| corrupt("workspace revision"))?;
+    let snap_gateways = snap_gateways(conn, ws).await?;
+    let snap_models = snap_models(conn, cipher, ws).await?;
+    let snap_pools = snap_pools(conn, ws).await?;
+    let snap_agents = snap_agents(conn, cipher, ws).await?;
+    let snap_bundles = snap_bundles(conn, ws).await?;
+    let snap_tools = tool_connections(conn, cipher, ws).await?;
+    let snap_quotas = snap_quotas(conn, ws).await?;
 
+    Ok(Snapshot {
+        workspace_id: ws.to_string(),
+        revision,
+        deployment_id: d.deployment_id.to_string(),
+        public_url: d.public_url.to_string(),
+        generated_at: ts(now_ms()),
+        gateways: snap_gateways,
+        models: snap_models,
+        pools: snap_pools,
+        agents: snap_agents,
+        bundles: snap_bundles,
+        tools: snap_tools,
+        quotas: snap_quotas,
+        token_keys: crate::store::token_keys::published(conn, ws).await?,
+        actas_min_method: ActAsStrength::parse(&workspace.actas_min_method)
+            .ok_or_else(|| corrupt("workspace actas_min_method"))?,
+        actas_providers: actas_providers(conn, cipher, ws).await?,
+        filter_window_bytes: workspace.filter_window().0,
+        filter_window_tokens: workspace.filter_window().1,
+        guards: crate::store::guards::enabled(conn, ws)
+            .await?
+            .into_iter()
+            .map(crate::guard_rows::snapshot_entry)
+            .collect::<ApiResult<_>>()?,
+        interactive: snap_interactive(conn, ws, d).await?,
+    })
+}
+
+/// The gateways, each with its members (models, pools, whole tool connections, single tools)
+/// and the agents granted it.
+async fn snap_gateways(conn: &mut Conn, ws: &str) -> ApiResult<Vec<SnapGateway>> {
     let mut members: HashMap<String, Members> = HashMap::new();
     for m in gateways::all_members(conn, ws).await? {
         let entry = members.entry(m.gateway_id).or_default();
@@ -83,7 +122,16 @@ pub async fn build(
             name: g.name,
         });
     }
+    Ok(snap_gateways)
+}
 
+/// The model connections, with their shared secrets opened and, for OAuth, which grant is
+/// stored.
+async fn snap_models(
+    conn: &mut Conn,
+    cipher: &portcullis_shared::seal::Cipher,
+    ws: &str,
+) -> ApiResult<Vec<SnapModel>> {
     let mut snap_models = Vec::new();
     for m in models::list(conn, ws).await? {
         let secrets = credentials::open_shared(conn, cipher, Owner::Model, &m.id).await?;
@@ -107,7 +155,11 @@ pub async fn build(
             provider: m.provider,
         });
     }
+    Ok(snap_models)
+}
 
+/// The pools, each with its weighted, prioritized members.
+async fn snap_pools(conn: &mut Conn, ws: &str) -> ApiResult<Vec<SnapPool>> {
     let mut pool_members: HashMap<String, Vec<SnapPoolMember>> = HashMap::new();
     for m in pools::all_members(conn, ws).await? {
         pool_members
@@ -128,7 +180,16 @@ pub async fn build(
             name: p.name,
         });
     }
+    Ok(snap_pools)
+}
 
+/// The agents, each with its key hashes (and the keys bound to a device subject) and its
+/// act-as settings, the HMAC secret opened.
+async fn snap_agents(
+    conn: &mut Conn,
+    cipher: &portcullis_shared::seal::Cipher,
+    ws: &str,
+) -> ApiResult<Vec<SnapAgent>> {
     let mut key_hashes: HashMap<String, Vec<String>> = HashMap::new();
     let mut bound_keys: HashMap<String, Vec<SnapBoundKey>> = HashMap::new();
     for k in agents::all_keys(conn, ws).await? {
@@ -162,7 +223,12 @@ pub async fn build(
             parent_id: a.parent_id,
         });
     }
+    Ok(snap_agents)
+}
 
+/// The rule bundles: the managed ones compiled from the workspace's settings, then the
+/// administrators' own.
+async fn snap_bundles(conn: &mut Conn, ws: &str) -> ApiResult<Vec<SnapBundle>> {
     let mut snap_bundles: Vec<SnapBundle> = rules::managed_bundles(conn, ws)
         .await?
         .into_iter()
@@ -186,14 +252,17 @@ pub async fn build(
             policies: b.policies,
         });
     }
+    Ok(snap_bundles)
+}
 
-    let snap_tools = tool_connections(conn, cipher, ws).await?;
-    let snap_quotas = crate::store::quotas::list(conn, ws)
+/// The spend quotas.
+async fn snap_quotas(conn: &mut Conn, ws: &str) -> ApiResult<Vec<SnapQuota>> {
+    Ok(crate::store::quotas::list(conn, ws)
         .await?
         .iter()
         .map(|row| {
             let q = row.view();
-            portcullis_shared::snapshot::SnapQuota {
+            SnapQuota {
                 quota_id: q.quota_id,
                 name: q.name,
                 subject_type: q.subject_type,
@@ -206,42 +275,25 @@ pub async fn build(
                 enabled: q.enabled,
             }
         })
-        .collect();
+        .collect())
+}
 
-    Ok(Snapshot {
-        workspace_id: ws.to_string(),
-        revision,
-        deployment_id: d.deployment_id.to_string(),
-        public_url: d.public_url.to_string(),
-        generated_at: ts(now_ms()),
-        gateways: snap_gateways,
-        models: snap_models,
-        pools: snap_pools,
-        agents: snap_agents,
-        bundles: snap_bundles,
-        tools: snap_tools,
-        quotas: snap_quotas,
-        token_keys: crate::store::token_keys::published(conn, ws).await?,
-        actas_min_method: ActAsStrength::parse(&workspace.actas_min_method)
-            .ok_or_else(|| corrupt("workspace actas_min_method"))?,
-        actas_providers: actas_providers(conn, cipher, ws).await?,
-        filter_window_bytes: workspace.filter_window().0,
-        filter_window_tokens: workspace.filter_window().1,
-        guards: crate::store::guards::enabled(conn, ws)
-            .await?
-            .into_iter()
-            .map(crate::guard_rows::snapshot_entry)
-            .collect::<ApiResult<_>>()?,
-        interactive: SnapInteractive {
-            authorization_server: d.authorization_server.to_string(),
-            // Access tokens live at most an hour; a grant revoked longer ago has none left.
-            revoked_grants: crate::store::interactive::revoked_since(
-                conn,
-                ws,
-                now_ms() - (crate::config::MAX_INTERACTIVE_ACCESS_SECS + 300) * 1000,
-            )
-            .await?,
-        },
+/// Interactive access: the authorization server of the gateways' `/mcp`, and the grants
+/// revoked recently enough that access tokens of theirs may still be alive.
+async fn snap_interactive(
+    conn: &mut Conn,
+    ws: &str,
+    d: &Deployment<'_>,
+) -> ApiResult<SnapInteractive> {
+    Ok(SnapInteractive {
+        authorization_server: d.authorization_server.to_string(),
+        // Access tokens live at most an hour; a grant revoked longer ago has none left.
+        revoked_grants: crate::store::interactive::revoked_since(
+            conn,
+            ws,
+            now_ms() - (crate::config::MAX_INTERACTIVE_ACCESS_SECS + 300) * 1000,
+        )
+        .await?,
     })
 }
 

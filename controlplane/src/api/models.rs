@@ -2,10 +2,13 @@
 
 pub(super) mod rules;
 
+use std::collections::BTreeMap;
+
 use portcullis_shared::api::models::*;
 use portcullis_shared::api::workspace::Permission;
 use portcullis_shared::api::{AuthMethod, CredentialType, Empty};
 use portcullis_shared::provider;
+use serde_json::{Map, Value};
 
 use super::{unary, views, Access, Ctx, Operation};
 use crate::error::{exists, invalid, not_found, precondition, ApiResult};
@@ -102,18 +105,7 @@ async fn create(
     };
     models::insert(tx.conn(), &row).await?;
     put_client_secret(tx.conn(), store.cipher(), &ws, &row.id, client_secret).await?;
-    if !secrets.is_empty() {
-        credentials::put(
-            tx.conn(),
-            store.cipher(),
-            &ws,
-            Owner::Model,
-            &row.id,
-            "",
-            &secrets,
-        )
-        .await?;
-    }
+    put_shared_key(tx.conn(), store.cipher(), &ws, &row.id, &secrets).await?;
     let model = views::model(tx.conn(), &row).await?;
     tx.commit().await?;
     tracing::info!(connection_id = %row.id, provider = %row.provider, "Model connection created.");
@@ -123,9 +115,12 @@ async fn create(
     })
 }
 
+/// Omitted fields keep their stored values (secret values, attributes and the filter window
+/// change only with their `*_provided` flag) and the provider never changes; moving the
+/// config to another origin or switching auth deletes the stored credential.
 async fn update(
     ctx: Ctx,
-    req: UpdateLLMModelConnectionRequest,
+    mut req: UpdateLLMModelConnectionRequest,
 ) -> ApiResult<ModelConnectionResponse> {
     let id = validate::id("connection_id", &req.connection_id)?;
     let ws = ctx.workspace_id().to_string();
@@ -135,19 +130,7 @@ async fn update(
         .await?
         .ok_or_else(|| not_found("model connection", &id))?;
     let provider = provider::find(&row.provider).ok_or_else(|| views::corrupt("provider"))?;
-
-    if let Some(p) = req
-        .provider
-        .as_deref()
-        .filter(|p| !p.is_empty() && *p != row.provider)
-    {
-        return Err(invalid(format!(
-            "provider cannot change (this model uses '{}', not '{}'); add a new model and replace \
-             it in pools and gateways",
-            row.provider,
-            validate::clip(p)
-        )));
-    }
+    check_provider_kept(&row, req.provider.as_deref())?;
     if let Some(name) = req
         .name
         .as_deref()
@@ -157,46 +140,16 @@ async fn update(
         ensure_model_name_free(tx.conn(), &ws, &name).await?;
         row.name = name;
     }
-    let mut moved = false;
-    if let Some(config) = req.provider_config {
-        rules::check_provider_config(provider, &config)?;
-        let stored: serde_json::Value =
-            serde_json::from_str(&row.provider_config).unwrap_or_default();
-        let config = serde_json::Value::Object(config);
-        // Credentials given for one endpoint never follow the model to another.
-        moved = validate::origin_moved(&stored, &config, "base_url");
-        row.provider_config = config.to_string();
-    }
+    let moved = match req.provider_config.take() {
+        Some(config) => set_provider_config(provider, &mut row, config)?,
+        None => false,
+    };
 
-    let current_method =
-        AuthMethod::parse(&row.auth_method).ok_or_else(|| views::corrupt("auth_method"))?;
-    let current_type = CredentialType::parse(&row.credential_type)
-        .ok_or_else(|| views::corrupt("credential_type"))?;
-    let (method, ctype) = rules::updated_auth(
-        (current_method, current_type),
-        req.auth_method,
-        req.credential_type,
-    )?;
-    let auth_changed = (method, ctype) != (current_method, current_type);
+    let current = views::auth_pair(&row.auth_method, &row.credential_type)?;
+    let (method, ctype) = rules::updated_auth(current, req.auth_method, req.credential_type)?;
+    let auth_changed = (method, ctype) != current;
     if moved {
-        let to_somewhere = validate::config_origin(
-            &serde_json::from_str(&row.provider_config).unwrap_or_default(),
-            "base_url",
-        )
-        .is_some();
-        if to_somewhere
-            && method == AuthMethod::ApiKey
-            && ctype == CredentialType::Shared
-            && !req.secret_values_provided
-            && super::tools::has_shared_secrets(tx.conn(), Owner::Model, &row.id).await?
-        {
-            return Err(invalid(
-                "provider_config.base_url moves this model to another origin: its stored key \
-                 was given for the old one; send secret_values again",
-            ));
-        }
-        credentials::delete_all(tx.conn(), Owner::Model, &row.id).await?;
-        credentials::delete_all(tx.conn(), Owner::ModelOAuthClient, &row.id).await?;
+        leave_old_origin(tx.conn(), &row, (method, ctype), req.secret_values_provided).await?;
     }
     if auth_changed {
         // Switching how the upstream is authenticated deletes the stored credential.
@@ -204,42 +157,125 @@ async fn update(
         row.auth_method = method.as_str().to_string();
         row.credential_type = ctype.as_str().to_string();
     }
-    if let Some(c) = req.auth_config.filter(|c| !c.is_empty()) {
-        let (settings, secret) = super::tools::rules::auth_config(method, &c)?;
-        row.auth_config = serde_json::Value::Object(settings).to_string();
-        put_client_secret(tx.conn(), store.cipher(), &ws, &row.id, secret).await?;
-    } else if method != AuthMethod::OAuth {
-        row.auth_config = "{}".into();
-        credentials::delete_all(tx.conn(), Owner::ModelOAuthClient, &row.id).await?;
-    }
+    let auth_config = req.auth_config.take();
+    set_auth_config(
+        tx.conn(),
+        store.cipher(),
+        &ws,
+        &mut row,
+        method,
+        auth_config,
+    )
+    .await?;
 
     // A value sent without its `*_provided` flag is ignored (the stored one is kept), so a
     // client that echoes the whole record back cannot clobber secrets.
     if req.secret_values_provided {
-        let values = req.secret_values.unwrap_or_default();
+        let values = req.secret_values.take().unwrap_or_default();
         rules::check_secrets(provider, method, ctype, &values)?;
         // Only the shared credential: people's own keys stay.
         credentials::delete_subject(tx.conn(), Owner::Model, &row.id, "").await?;
-        if !values.is_empty() {
-            credentials::put(
-                tx.conn(),
-                store.cipher(),
-                &ws,
-                Owner::Model,
-                &row.id,
-                "",
-                &values,
-            )
-            .await?;
-        }
+        put_shared_key(tx.conn(), store.cipher(), &ws, &row.id, &values).await?;
     }
+    set_attributes_and_window(&mut row, req)?;
 
+    row.updated_at = now_ms();
+    models::update(tx.conn(), &row).await?;
+    let model = views::model(tx.conn(), &row).await?;
+    tx.commit().await?;
+    tracing::info!(connection_id = %row.id, auth_changed, "Model connection updated.");
+    Ok(ModelConnectionResponse { model })
+}
+
+/// Refuses an update naming another provider than the model's.
+fn check_provider_kept(row: &models::ModelRow, provider: Option<&str>) -> ApiResult<()> {
+    match provider.filter(|p| !p.is_empty() && *p != row.provider) {
+        Some(p) => Err(invalid(format!(
+            "provider cannot change (this model uses '{}', not '{}'); add a new model and replace \
+             it in pools and gateways",
+            row.provider,
+            validate::clip(p)
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Replaces the provider config; returns whether it moves the model to another origin.
+fn set_provider_config(
+    provider: &provider::Provider,
+    row: &mut models::ModelRow,
+    config: Map<String, Value>,
+) -> ApiResult<bool> {
+    rules::check_provider_config(provider, &config)?;
+    let stored: Value = serde_json::from_str(&row.provider_config).unwrap_or_default();
+    let config = Value::Object(config);
+    // Credentials given for one endpoint never follow the model to another.
+    let moved = validate::origin_moved(&stored, &config, "base_url");
+    row.provider_config = config.to_string();
+    Ok(moved)
+}
+
+/// The model moved to another origin: its credentials and OAuth client are deleted. A shared
+/// key stored for the old origin is not silently dropped: the update must send a new one.
+async fn leave_old_origin(
+    conn: &mut Conn,
+    row: &models::ModelRow,
+    auth: (AuthMethod, CredentialType),
+    secrets_sent: bool,
+) -> ApiResult<()> {
+    let to_somewhere = validate::config_origin(
+        &serde_json::from_str(&row.provider_config).unwrap_or_default(),
+        "base_url",
+    )
+    .is_some();
+    if to_somewhere {
+        let refusal = "provider_config.base_url moves this model to another origin: its stored \
+                       key was given for the old one; send secret_values again";
+        super::tools::check_key_replaced(
+            conn,
+            (Owner::Model, &row.id),
+            auth,
+            secrets_sent,
+            refusal,
+        )
+        .await?;
+    }
+    credentials::delete_all(conn, Owner::Model, &row.id).await?;
+    credentials::delete_all(conn, Owner::ModelOAuthClient, &row.id).await?;
+    Ok(())
+}
+
+/// Replaces the OAuth client settings when sent (sealing a client secret given with them); a
+/// model not on OAuth keeps none.
+async fn set_auth_config(
+    conn: &mut Conn,
+    cipher: &portcullis_shared::seal::Cipher,
+    ws: &str,
+    row: &mut models::ModelRow,
+    method: AuthMethod,
+    sent: Option<Map<String, Value>>,
+) -> ApiResult<()> {
+    if let Some(c) = sent.filter(|c| !c.is_empty()) {
+        let (settings, secret) = super::tools::rules::auth_config(method, &c)?;
+        row.auth_config = Value::Object(settings).to_string();
+        put_client_secret(conn, cipher, ws, &row.id, secret).await?;
+    } else if method != AuthMethod::OAuth {
+        row.auth_config = "{}".into();
+        credentials::delete_all(conn, Owner::ModelOAuthClient, &row.id).await?;
+    }
+    Ok(())
+}
+
+/// The attributes and the filter window, each replaced only with its `*_provided` flag.
+fn set_attributes_and_window(
+    row: &mut models::ModelRow,
+    req: UpdateLLMModelConnectionRequest,
+) -> ApiResult<()> {
     if req.attributes_provided {
         let attrs = req.attributes.unwrap_or_default();
         validate::attributes("attributes", &attrs)?;
         row.attributes = serde_json::to_string(&attrs).unwrap_or_else(|_| "{}".into());
     }
-
     if req.filter_window_provided {
         let (bytes, tokens) = rules::filter_window(
             req.filter_window_bytes.unwrap_or(0),
@@ -248,13 +284,7 @@ async fn update(
         row.filter_window_bytes = bytes;
         row.filter_window_tokens = tokens;
     }
-
-    row.updated_at = now_ms();
-    models::update(tx.conn(), &row).await?;
-    let model = views::model(tx.conn(), &row).await?;
-    tx.commit().await?;
-    tracing::info!(connection_id = %row.id, auth_changed, "Model connection updated.");
-    Ok(ModelConnectionResponse { model })
+    Ok(())
 }
 
 async fn get(ctx: Ctx, req: ModelConnectionIdRequest) -> ApiResult<ModelConnectionResponse> {
@@ -296,6 +326,20 @@ async fn delete(ctx: Ctx, req: ModelConnectionIdRequest) -> ApiResult<Empty> {
     tx.commit().await?;
     tracing::info!(connection_id = %id, "Model connection deleted.");
     Ok(Empty {})
+}
+
+/// Stores a model's shared credential sealed (nothing when the values are empty).
+async fn put_shared_key(
+    conn: &mut Conn,
+    cipher: &portcullis_shared::seal::Cipher,
+    ws: &str,
+    id: &str,
+    values: &BTreeMap<String, String>,
+) -> ApiResult<()> {
+    if !values.is_empty() {
+        credentials::put(conn, cipher, ws, Owner::Model, id, "", values).await?;
+    }
+    Ok(())
 }
 
 /// Stores a model's OAuth client secret sealed (nothing when none was given).

@@ -11,7 +11,7 @@ use portcullis_shared::api::Empty;
 
 use super::{unary, views, Access, Ctx, Operation};
 use crate::error::{exists, invalid, not_found, ApiError, ApiResult};
-use crate::store::{agents, gateways, models, now_ms, pools, quotas, workspaces, Conn};
+use crate::store::{agents, gateways, models, now_ms, pools, quotas, workspaces, Conn, StoreError};
 use crate::validate;
 
 pub fn operations() -> Vec<(&'static str, Operation)> {
@@ -58,6 +58,25 @@ async fn subject(
     ws: &str,
     req: &CreateLLMQuotaRequest,
 ) -> ApiResult<(String, String, String)> {
+    check_subject_fields(req)?;
+    let id = subject_id(conn, ws, req).await?;
+    let key = subject_key(req)?;
+    let pool = match req.pool_id.as_deref() {
+        None => String::new(),
+        Some(raw) => {
+            let pool_id = validate::id("pool_id", raw)?;
+            if pools::get(conn, ws, &pool_id).await?.is_none() {
+                return Err(not_found("pool", &pool_id));
+            }
+            pool_id
+        }
+    };
+    Ok((id, key, pool))
+}
+
+/// Refuses the fields that do not go with the subject type: a subject key but for act-as
+/// quotas, a pool scope or per-caller budgets but for model quotas.
+fn check_subject_fields(req: &CreateLLMQuotaRequest) -> ApiResult<()> {
     let t = req.subject_type;
     let name = t.as_str();
     if t != QuotaSubject::ActAs && req.subject_key.is_some() {
@@ -75,73 +94,69 @@ async fn subject(
             "per_caller applies to model quotas only, not {name} quotas"
         )));
     }
-    let id =
-        match t {
-            QuotaSubject::Workspace => match req.subject_id.as_deref() {
-                None => ws.to_string(),
-                Some(id) if id == ws => ws.to_string(),
-                Some(_) => return Err(invalid(
-                    "subject_id of a workspace quota must be omitted (or be this workspace's id)",
-                )),
-            },
-            QuotaSubject::ActAs => {
-                if req.subject_id.is_some() {
-                    return Err(invalid(
+    Ok(())
+}
+
+/// The subject id as stored: the workspace's own, none for act-as quotas, else the id of an
+/// agent, pool, model or gateway of the workspace.
+async fn subject_id(conn: &mut Conn, ws: &str, req: &CreateLLMQuotaRequest) -> ApiResult<String> {
+    let t = req.subject_type;
+    let name = t.as_str();
+    match t {
+        QuotaSubject::Workspace => match req.subject_id.as_deref() {
+            None => Ok(ws.to_string()),
+            Some(id) if id == ws => Ok(ws.to_string()),
+            Some(_) => Err(invalid(
+                "subject_id of a workspace quota must be omitted (or be this workspace's id)",
+            )),
+        },
+        QuotaSubject::ActAs => {
+            if req.subject_id.is_some() {
+                return Err(invalid(
                     "act_as quotas name the end user by subject_key (the OIDC sub), not subject_id",
                 ));
-                }
-                String::new()
             }
-            _ => {
-                let raw = req.subject_id.as_deref().ok_or_else(|| {
-                    invalid(format!(
-                        "subject_id is required for {name} quotas (the {name} id)"
-                    ))
-                })?;
-                let id = validate::id("subject_id", raw)?;
-                let found = match t {
-                    QuotaSubject::Agent => agents::get(conn, ws, &id).await?.is_some(),
-                    QuotaSubject::Pool => pools::get(conn, ws, &id).await?.is_some(),
-                    QuotaSubject::Model => models::get(conn, ws, &id).await?.is_some(),
-                    QuotaSubject::Gateway => gateways::get(conn, ws, &id).await?.is_some(),
-                    QuotaSubject::Workspace | QuotaSubject::ActAs => true,
+            Ok(String::new())
+        }
+        _ => {
+            let raw = req.subject_id.as_deref().ok_or_else(|| {
+                invalid(format!(
+                    "subject_id is required for {name} quotas (the {name} id)"
+                ))
+            })?;
+            let id = validate::id("subject_id", raw)?;
+            let found = match t {
+                QuotaSubject::Agent => agents::get(conn, ws, &id).await?.is_some(),
+                QuotaSubject::Pool => pools::get(conn, ws, &id).await?.is_some(),
+                QuotaSubject::Model => models::get(conn, ws, &id).await?.is_some(),
+                QuotaSubject::Gateway => gateways::get(conn, ws, &id).await?.is_some(),
+                QuotaSubject::Workspace | QuotaSubject::ActAs => true,
+            };
+            if !found {
+                let what = if t == QuotaSubject::Model {
+                    "model connection"
+                } else {
+                    name
                 };
-                if !found {
-                    let what = if t == QuotaSubject::Model {
-                        "model connection"
-                    } else {
-                        name
-                    };
-                    return Err(not_found(what, &id));
-                }
-                id
+                return Err(not_found(what, &id));
             }
-        };
-    let key = match (t, req.subject_key.as_deref().map(str::trim)) {
-        (QuotaSubject::ActAs, None | Some("")) => {
-            return Err(invalid(
-                "subject_key is required for act_as quotas: the verified end user's OIDC sub",
-            ))
+            Ok(id)
         }
-        (QuotaSubject::ActAs, Some(k)) if k.len() > 256 || k.chars().any(char::is_control) => {
-            return Err(invalid(
-                "subject_key must be at most 256 characters, without control characters",
-            ))
-        }
-        (QuotaSubject::ActAs, Some(k)) => k.to_string(),
-        _ => String::new(),
-    };
-    let pool = match req.pool_id.as_deref() {
-        None => String::new(),
-        Some(raw) => {
-            let pool_id = validate::id("pool_id", raw)?;
-            if pools::get(conn, ws, &pool_id).await?.is_none() {
-                return Err(not_found("pool", &pool_id));
-            }
-            pool_id
-        }
-    };
-    Ok((id, key, pool))
+    }
+}
+
+/// The subject key as stored: the end user's OIDC sub of an act-as quota, else empty.
+fn subject_key(req: &CreateLLMQuotaRequest) -> ApiResult<String> {
+    match (req.subject_type, req.subject_key.as_deref().map(str::trim)) {
+        (QuotaSubject::ActAs, None | Some("")) => Err(invalid(
+            "subject_key is required for act_as quotas: the verified end user's OIDC sub",
+        )),
+        (QuotaSubject::ActAs, Some(k)) if k.len() > 256 || k.chars().any(char::is_control) => Err(
+            invalid("subject_key must be at most 256 characters, without control characters"),
+        ),
+        (QuotaSubject::ActAs, Some(k)) => Ok(k.to_string()),
+        _ => Ok(String::new()),
+    }
 }
 
 fn conflict(row: &quotas::QuotaRow) -> ApiError {
@@ -149,6 +164,16 @@ fn conflict(row: &quotas::QuotaRow) -> ApiError {
         "a {} quota for this subject already exists for the {} window ({}); update it instead",
         row.subject_type, row.quota_window, row.id
     ))
+}
+
+/// A quota write's error as answered: [`conflict`] when the write lost to a concurrent one of
+/// the same identity on the unique index.
+fn conflict_or(row: &quotas::QuotaRow, e: StoreError) -> ApiError {
+    if e.is_unique_violation() {
+        conflict(row)
+    } else {
+        e.into()
+    }
 }
 
 async fn create(ctx: Ctx, req: CreateLLMQuotaRequest) -> ApiResult<QuotaResponse> {
@@ -195,13 +220,9 @@ async fn create(ctx: Ctx, req: CreateLLMQuotaRequest) -> ApiResult<QuotaResponse
         return Err(conflict(&existing));
     }
     // A concurrent create of the same identity loses on the unique index.
-    quotas::insert(tx.conn(), &row).await.map_err(|e| {
-        if e.is_unique_violation() {
-            conflict(&row)
-        } else {
-            e.into()
-        }
-    })?;
+    quotas::insert(tx.conn(), &row)
+        .await
+        .map_err(|e| conflict_or(&row, e))?;
     let quota = views::quota(&row);
     tx.commit().await?;
     tracing::info!(quota_id = %row.id, subject_type = %row.subject_type, "Quota created.");
@@ -299,13 +320,9 @@ async fn update_only(
     if let Some(existing) = quotas::find_identity(tx.conn(), &row).await? {
         return Err(conflict(&existing));
     }
-    quotas::update(tx.conn(), &row).await.map_err(|e| {
-        if e.is_unique_violation() {
-            conflict(&row)
-        } else {
-            e.into()
-        }
-    })?;
+    quotas::update(tx.conn(), &row)
+        .await
+        .map_err(|e| conflict_or(&row, e))?;
     let quota = views::quota(&row);
     tx.commit().await?;
     Ok(QuotaResponse { quota })

@@ -27,6 +27,9 @@ pub fn operations() -> Vec<(&'static str, Operation)> {
 /// (connection id, tool) → gateways offering it.
 type Offers = BTreeMap<(String, String), BTreeSet<String>>;
 
+/// (connection id, tool) → catalog status, for the discovered tools that are not blocked.
+type Statuses<'a> = HashMap<(&'a str, &'a str), &'a str>;
+
 async fn list(ctx: Ctx, _req: ListToolReachRequest) -> ApiResult<ListToolReachResponse> {
     let ws = ctx.workspace_id().to_string();
     let mut conn = ctx.store().read().await?;
@@ -51,7 +54,7 @@ async fn list(ctx: Ctx, _req: ListToolReachRequest) -> ApiResult<ListToolReachRe
         .filter(|g| g.all_agents != 0 && active.contains(g.id.as_str()))
         .map(|g| g.id.as_str())
         .collect();
-    let status: HashMap<(&str, &str), &str> = catalog
+    let status: Statuses = catalog
         .iter()
         .filter(|c| c.discovered != 0 && c.status != "blocked")
         .map(|c| {
@@ -61,6 +64,40 @@ async fn list(ctx: Ctx, _req: ListToolReachRequest) -> ApiResult<ListToolReachRe
             )
         })
         .collect();
+    let offers = offers(&members, &active, &status);
+
+    let mut reach = Vec::with_capacity(agent_rows.len());
+    for agent in agent_rows {
+        let agent_status =
+            AgentStatus::parse(&agent.status).ok_or_else(|| views::corrupt("agent status"))?;
+        // SPEC: only agents that may be called (`active` or `provisioned`) are listed.
+        if !agent_status.is_usable() {
+            continue;
+        }
+        let mut usable: HashSet<&str> = open.iter().copied().collect();
+        usable.extend(
+            grants
+                .iter()
+                .filter(|(g, a)| *a == agent.id && active.contains(g.as_str()))
+                .map(|(g, _)| g.as_str()),
+        );
+        let allowed: HashSet<String> = serde_json::from_str::<Vec<String>>(&agent.allowed_tools)
+            .map_err(|_| views::corrupt("agent allowed_tools"))?
+            .into_iter()
+            .collect();
+        reach.push(AgentReach {
+            tools: reached(&offers, &connections, &status, &usable, &allowed),
+            agent_id: agent.id,
+            name: agent.name,
+            status: agent_status,
+        });
+    }
+    Ok(ListToolReachResponse { agents: reach })
+}
+
+/// The tools the active gateways offer, alone or with their whole connection, of those in
+/// `status`.
+fn offers(members: &[gateways::MemberRow], active: &HashSet<&str>, status: &Statuses) -> Offers {
     let mut offers = Offers::new();
     for m in members
         .iter()
@@ -86,57 +123,42 @@ async fn list(ctx: Ctx, _req: ListToolReachRequest) -> ApiResult<ListToolReachRe
             }
         }
     }
+    offers
+}
 
-    let mut reach = Vec::with_capacity(agent_rows.len());
-    for agent in agent_rows {
-        let agent_status =
-            AgentStatus::parse(&agent.status).ok_or_else(|| views::corrupt("agent status"))?;
-        // SPEC: only agents that may be called (`active` or `provisioned`) are listed.
-        if !agent_status.is_usable() {
+/// The offered tools an agent reaches through the gateways it may use (`usable`) and its
+/// allow list (`allowed`, as `connection/tool`), by name; `connections` maps ids to names.
+fn reached(
+    offers: &Offers,
+    connections: &HashMap<String, String>,
+    status: &Statuses,
+    usable: &HashSet<&str>,
+    allowed: &HashSet<String>,
+) -> Vec<ReachedTool> {
+    let mut reached = Vec::new();
+    for ((connection_id, tool), on) in offers {
+        let (Some(connection), Some(tool_status)) = (
+            connections.get(connection_id),
+            status.get(&(connection_id.as_str(), tool.as_str())),
+        ) else {
+            continue;
+        };
+        let name = format!("{connection}/{tool}");
+        let gateway_ids: Vec<String> = on
+            .iter()
+            .filter(|g| usable.contains(g.as_str()))
+            .cloned()
+            .collect();
+        if gateway_ids.is_empty() || !allowed.contains(&name) {
             continue;
         }
-        let mut usable: HashSet<&str> = open.iter().copied().collect();
-        usable.extend(
-            grants
-                .iter()
-                .filter(|(g, a)| *a == agent.id && active.contains(g.as_str()))
-                .map(|(g, _)| g.as_str()),
-        );
-        let allowed: HashSet<String> = serde_json::from_str::<Vec<String>>(&agent.allowed_tools)
-            .map_err(|_| views::corrupt("agent allowed_tools"))?
-            .into_iter()
-            .collect();
-        let mut reached = Vec::new();
-        for ((connection_id, tool), on) in &offers {
-            let (Some(connection), Some(tool_status)) = (
-                connections.get(connection_id),
-                status.get(&(connection_id.as_str(), tool.as_str())),
-            ) else {
-                continue;
-            };
-            let name = format!("{connection}/{tool}");
-            let gateway_ids: Vec<String> = on
-                .iter()
-                .filter(|g| usable.contains(g.as_str()))
-                .cloned()
-                .collect();
-            if gateway_ids.is_empty() || !allowed.contains(&name) {
-                continue;
-            }
-            reached.push(ReachedTool {
-                tool: name,
-                connection_id: connection_id.clone(),
-                status: tool_status.to_string(),
-                gateway_ids,
-            });
-        }
-        reached.sort_by(|a, b| a.tool.cmp(&b.tool));
-        reach.push(AgentReach {
-            agent_id: agent.id,
-            name: agent.name,
-            status: agent_status,
-            tools: reached,
+        reached.push(ReachedTool {
+            tool: name,
+            connection_id: connection_id.clone(),
+            status: tool_status.to_string(),
+            gateway_ids,
         });
     }
-    Ok(ListToolReachResponse { agents: reach })
+    reached.sort_by(|a, b| a.tool.cmp(&b.tool));
+    reached
 }

@@ -43,10 +43,44 @@ fn json_text(value: &impl serde::Serialize) -> String {
 }
 
 /// Whether a connection or model holds a shared credential.
-pub(super) async fn has_shared_secrets(conn: &mut Conn, owner: Owner, id: &str) -> ApiResult<bool> {
+async fn has_shared_secrets(conn: &mut Conn, owner: Owner, id: &str) -> ApiResult<bool> {
     Ok(credentials::shared_keys(conn, owner, id)
         .await?
         .is_some_and(|keys| !keys.is_empty()))
+}
+
+/// For an update that moves a connection or model to another origin: refuses to let the
+/// shared API key stored for the old one follow it, unless the update sends new secret values
+/// (`secrets_sent`). `refusal` is the error, naming the setting that moved.
+pub(super) async fn check_key_replaced(
+    conn: &mut Conn,
+    (owner, id): (Owner, &str),
+    auth: (AuthMethod, CredentialType),
+    secrets_sent: bool,
+    refusal: &'static str,
+) -> ApiResult<()> {
+    if auth == (AuthMethod::ApiKey, CredentialType::Shared)
+        && !secrets_sent
+        && has_shared_secrets(conn, owner, id).await?
+    {
+        return Err(invalid(refusal));
+    }
+    Ok(())
+}
+
+/// Renames a connection when `name` is sent and differs; the new name must be free.
+async fn rename(
+    conn: &mut Conn,
+    ws: &str,
+    row: &mut tools::ToolRow,
+    name: Option<&str>,
+) -> ApiResult<()> {
+    if let Some(name) = name.filter(|n| !n.is_empty() && *n != row.name) {
+        let name = rules::connection_name(name)?;
+        name_free(conn, ws, &name).await?;
+        row.name = name;
+    }
+    Ok(())
 }
 
 /// Fails with `already_exists` when the workspace has a tool connection of this name.
@@ -218,36 +252,9 @@ async fn update(
     if stored_protocol == Protocol::Rest {
         return adapters::update_installed(&ctx, tx, row, req).await;
     }
-    let protocol = match req.protocol.as_deref().filter(|p| !p.is_empty()) {
-        Some(p) => rules::protocol(p)?,
-        None => stored_protocol,
-    };
-    let config = rules::config(
-        protocol,
-        req.protocol_config.as_ref(),
-        false,
-        ctx.app.config.allow_stdio_tools,
-    )?;
-    let config_text = json_text(&config.to_value());
-    if protocol == Protocol::Stdio
-        && (stored_protocol != Protocol::Stdio || config_text != row.protocol_config)
-    {
-        ctx.require(Permission::ToolsStdio)?;
-    }
-    if let Some(name) = req
-        .name
-        .as_deref()
-        .filter(|n| !n.is_empty() && *n != row.name)
-    {
-        let name = rules::connection_name(name)?;
-        name_free(tx.conn(), &ws, &name).await?;
-        row.name = name;
-    }
-    let current = (
-        AuthMethod::parse(&row.auth_method).ok_or_else(|| views::corrupt("auth_method"))?,
-        CredentialType::parse(&row.credential_type)
-            .ok_or_else(|| views::corrupt("credential_type"))?,
-    );
+    let (protocol, config, config_text) = updated_protocol(&ctx, &row, stored_protocol, &req)?;
+    rename(tx.conn(), &ws, &mut row, req.name.as_deref()).await?;
+    let current = views::auth_pair(&row.auth_method, &row.credential_type)?;
     let (method, ctype) =
         super::models::updated_auth(current, req.auth_method, req.credential_type)?;
     let auth_changed = (method, ctype) != current;
@@ -255,17 +262,17 @@ async fn update(
     // Credentials given for one server never follow its connection to another.
     let moved = validate::origin_moved(&stored_config, &config.to_value(), "url");
     let new_secrets = req.secret_values.filter(|s| !s.is_empty());
-    if moved
-        && validate::config_origin(&config.to_value(), "url").is_some()
-        && method == AuthMethod::ApiKey
-        && ctype == CredentialType::Shared
-        && new_secrets.is_none()
-        && has_shared_secrets(tx.conn(), Owner::Tool, &row.id).await?
-    {
-        return Err(invalid(
-            "protocol_config.url moves this connection to another origin: its stored secrets \
-             were given for the old one; send secret_values again",
-        ));
+    if moved && validate::config_origin(&config.to_value(), "url").is_some() {
+        let refusal = "protocol_config.url moves this connection to another origin: its stored \
+                       secrets were given for the old one; send secret_values again";
+        check_key_replaced(
+            tx.conn(),
+            (Owner::Tool, &row.id),
+            (method, ctype),
+            new_secrets.is_some(),
+            refusal,
+        )
+        .await?;
     }
     if let Some(s) = &new_secrets {
         rules::check_secrets(method, ctype, s)?;
@@ -278,15 +285,7 @@ async fn update(
             .unwrap_or_default(),
     };
     rules::check_whole(protocol, &config, method, ctype, &keys)?;
-    let auth_config = req.auth_config.filter(|c| !c.is_empty());
-    let mut client_secret = None;
-    if let Some(c) = &auth_config {
-        let (settings, secret) = rules::auth_config(method, c)?;
-        row.auth_config = json_text(&settings);
-        client_secret = secret;
-    } else if method != AuthMethod::OAuth {
-        row.auth_config = "{}".into();
-    }
+    let client_secret = set_auth_config(&mut row, method, req.auth_config)?;
     if auth_changed || moved {
         credentials::delete_all(tx.conn(), Owner::Tool, &row.id).await?;
         if moved || method != AuthMethod::OAuth {
@@ -309,6 +308,52 @@ async fn update(
     tx.commit().await?;
     tracing::info!(connection_id = %row.id, auth_changed, "Tool connection updated.");
     Ok(ToolConnectionResponse { tool })
+}
+
+/// The protocol and config an update leaves (an omitted protocol keeps the stored one), with
+/// the config as stored. Setting up a stdio server, or changing one, needs the stdio
+/// permission.
+fn updated_protocol(
+    ctx: &Ctx,
+    row: &tools::ToolRow,
+    stored_protocol: Protocol,
+    req: &UpdateMCPServerConnectionRequest,
+) -> ApiResult<(Protocol, rules::Config, String)> {
+    let protocol = match req.protocol.as_deref().filter(|p| !p.is_empty()) {
+        Some(p) => rules::protocol(p)?,
+        None => stored_protocol,
+    };
+    let config = rules::config(
+        protocol,
+        req.protocol_config.as_ref(),
+        false,
+        ctx.app.config.allow_stdio_tools,
+    )?;
+    let config_text = json_text(&config.to_value());
+    if protocol == Protocol::Stdio
+        && (stored_protocol != Protocol::Stdio || config_text != row.protocol_config)
+    {
+        ctx.require(Permission::ToolsStdio)?;
+    }
+    Ok((protocol, config, config_text))
+}
+
+/// Replaces the OAuth client settings when sent, returning a client secret given with them to
+/// store; a connection not on OAuth keeps none.
+fn set_auth_config(
+    row: &mut tools::ToolRow,
+    method: AuthMethod,
+    sent: Option<serde_json::Map<String, Value>>,
+) -> ApiResult<Option<String>> {
+    let mut client_secret = None;
+    if let Some(c) = sent.filter(|c| !c.is_empty()) {
+        let (settings, secret) = rules::auth_config(method, &c)?;
+        row.auth_config = json_text(&settings);
+        client_secret = secret;
+    } else if method != AuthMethod::OAuth {
+        row.auth_config = "{}".into();
+    }
+    Ok(client_secret)
 }
 
 async fn get(ctx: Ctx, req: ToolConnectionIdRequest) -> ApiResult<ToolConnectionResponse> {

@@ -21,6 +21,18 @@ fn refs(rows: Vec<(String, String)>) -> Vec<Ref> {
         .collect()
 }
 
+/// How a stored model or tool connection authenticates upstream: its auth method and
+/// credential type.
+pub fn auth_pair(
+    auth_method: &str,
+    credential_type: &str,
+) -> ApiResult<(AuthMethod, CredentialType)> {
+    Ok((
+        AuthMethod::parse(auth_method).ok_or_else(|| corrupt("auth_method"))?,
+        CredentialType::parse(credential_type).ok_or_else(|| corrupt("credential_type"))?,
+    ))
+}
+
 /// Stored OAuth client settings as shown: never the secret, only whether one is stored.
 async fn auth_config(
     conn: &mut Conn,
@@ -62,9 +74,7 @@ pub async fn model(conn: &mut Conn, row: &models::ModelRow) -> ApiResult<ModelCo
         serde_json::from_str(&row.provider_config).map_err(|_| corrupt("provider_config"))?;
     let attributes: BTreeMap<String, String> =
         serde_json::from_str(&row.attributes).map_err(|_| corrupt("attributes"))?;
-    let auth_method = AuthMethod::parse(&row.auth_method).ok_or_else(|| corrupt("auth_method"))?;
-    let credential_type =
-        CredentialType::parse(&row.credential_type).ok_or_else(|| corrupt("credential_type"))?;
+    let (auth_method, credential_type) = auth_pair(&row.auth_method, &row.credential_type)?;
     let secret_keys = credentials::shared_keys(conn, Owner::Model, &row.id).await?;
     let has_credential = secret_keys.as_ref().is_some_and(|k| !k.is_empty());
     let auth_config = auth_config(conn, &row.auth_config, Owner::ModelOAuthClient, &row.id).await?;
@@ -205,9 +215,7 @@ pub async fn tool(
     row: &tools::ToolRow,
 ) -> ApiResult<portcullis_shared::api::tools::ToolConnection> {
     use portcullis_shared::api::tools::{Protocol, ToolConnection};
-    let auth_method = AuthMethod::parse(&row.auth_method).ok_or_else(|| corrupt("auth_method"))?;
-    let credential_type =
-        CredentialType::parse(&row.credential_type).ok_or_else(|| corrupt("credential_type"))?;
+    let (auth_method, credential_type) = auth_pair(&row.auth_method, &row.credential_type)?;
     let secret_keys = credentials::shared_keys(conn, Owner::Tool, &row.id).await?;
     let has_credential = secret_keys.as_ref().is_some_and(|k| !k.is_empty());
     let auth_config = auth_config(conn, &row.auth_config, Owner::ToolOAuthClient, &row.id).await?;

@@ -102,17 +102,7 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
         .await?
         .ok_or_else(|| invalid(format!("client {client_id:?} is not registered here")))?;
     let mut conn = app.store.read().await?;
-    let registered: Vec<String> = serde_json::from_str(&client.redirect_uris).unwrap_or_default();
-    let redirect_uri = match (param(q, "redirect_uri"), registered.as_slice()) {
-        (Some(u), _) if registered.iter().any(|r| r == u) => u.to_string(),
-        (Some(_), _) => return Err(invalid("redirect_uri is not one the client registered")),
-        (None, [only]) => only.clone(),
-        (None, _) => {
-            return Err(invalid(
-                "redirect_uri is required: the client registered several",
-            ))
-        }
-    };
+    let redirect_uri = redirect_uri(q, &client.redirect_uris)?;
     let back = Back {
         redirect_uri: &redirect_uri,
         state: param(q, "state"),
@@ -124,13 +114,7 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
             "only response_type=code is supported",
         ));
     }
-    let challenge = param(q, "code_challenge").filter(|c| {
-        (43..=128).contains(&c.len())
-            && c.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
-    });
-    let Some(challenge) = challenge.filter(|_| param(q, "code_challenge_method") == Some("S256"))
-    else {
+    let Some(challenge) = pkce_challenge(q) else {
         return Ok(back.error(
             "invalid_request",
             "PKCE is required: send a code_challenge with code_challenge_method=S256",
@@ -150,11 +134,7 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
             ),
         ));
     };
-    let mut candidates = candidates(&mut conn, &gateway).await?;
-    if let Some(id) = param(q, "agent") {
-        candidates.retain(|a| a.id == id);
-    }
-    let mut groups = by_issuer(&mut conn, candidates).await?;
+    let mut groups = sign_in_groups(&mut conn, &gateway, param(q, "agent")).await?;
     let chosen = match param(q, "signin") {
         Some(key) => groups.into_iter().find(|(i, _)| i.key() == key),
         None if groups.len() > 1 => {
@@ -173,23 +153,63 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
         ));
     };
     drop(conn);
-    let provider = signin::provider(app, &gateway.workspace_id, &issuer).await?;
+    let request = Request {
+        workspace_id: gateway.workspace_id,
+        gateway_id: gateway.id,
+        agent_id: String::new(),
+        client_id: client.client_id,
+        redirect_uri: redirect_uri.clone(),
+        code_challenge: challenge.to_string(),
+        state: back.state.map(str::to_string),
+        resource: resource.to_string(),
+    };
+    let agents = agents.into_iter().map(|a| a.id).collect();
+    send_to_provider(app, request, agents, client.client_name, issuer).await
+}
+
+/// The redirect URI of the request: one the client registered, which may be left out when it
+/// registered only one.
+fn redirect_uri(q: &Params, registered: &str) -> ApiResult<String> {
+    let registered: Vec<String> = serde_json::from_str(registered).unwrap_or_default();
+    match (param(q, "redirect_uri"), registered.as_slice()) {
+        (Some(u), _) if registered.iter().any(|r| r == u) => Ok(u.to_string()),
+        (Some(_), _) => Err(invalid("redirect_uri is not one the client registered")),
+        (None, [only]) => Ok(only.clone()),
+        (None, _) => Err(invalid(
+            "redirect_uri is required: the client registered several",
+        )),
+    }
+}
+
+/// The PKCE code challenge, when it is one (RFC 7636: 43 to 128 unreserved characters) sent
+/// with the `S256` method.
+fn pkce_challenge(q: &Params) -> Option<&str> {
+    let challenge = param(q, "code_challenge").filter(|c| {
+        (43..=128).contains(&c.len())
+            && c.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+    });
+    challenge.filter(|_| param(q, "code_challenge_method") == Some("S256"))
+}
+
+/// Keeps the sign-in under way and sends the person to `issuer`, the OpenID provider at which
+/// `agents` (of the request's gateway) sign their people in.
+async fn send_to_provider(
+    app: &App,
+    request: Request,
+    agents: Vec<String>,
+    client_name: String,
+    issuer: Issuer,
+) -> ApiResult<Response> {
+    let ws = request.workspace_id.clone();
+    let provider = signin::provider(app, &ws, &issuer).await?;
     let state = random_token();
     let nonce = random_token();
     let (url, verifier) = signin::authorization_url(&provider, &state, &nonce);
     let pending = SignIn {
-        request: Request {
-            workspace_id: gateway.workspace_id.clone(),
-            gateway_id: gateway.id.clone(),
-            agent_id: String::new(),
-            client_id: client.client_id,
-            redirect_uri: redirect_uri.clone(),
-            code_challenge: challenge.to_string(),
-            state: back.state.map(str::to_string),
-            resource: resource.to_string(),
-        },
-        agents: agents.into_iter().map(|a| a.id).collect(),
-        client_name: client.client_name,
+        request,
+        agents,
+        client_name,
         issuer,
         endpoints: provider.endpoints.clone(),
         verifier,
@@ -198,13 +218,13 @@ async fn begin(app: &App, q: &Params, raw: &str) -> ApiResult<Response> {
     let data = serde_json::to_string(&pending).unwrap_or_default();
     let mut tx = app.store.write_unscoped().await?;
     let expires_at = now_ms() + SIGNIN_SECS * 1000;
-    let (ws, key) = (&gateway.workspace_id, keys::hash(&state));
+    let key = keys::hash(&state);
     interactive::put_pending(
         tx.conn(),
         app.store.cipher(),
         "signin",
         &key,
-        ws,
+        &ws,
         &data,
         expires_at,
     )
@@ -236,6 +256,20 @@ async fn candidates(conn: &mut Conn, gateway: &gateways::GatewayRow) -> ApiResul
         .filter(takes_sign_ins)
         .filter(|a| gateway.all_agents != 0 || granted.contains(&a.id))
         .collect())
+}
+
+/// The gateway's agents that admit interactive sign-in (only the one `agent` names, when
+/// sent), grouped by where their people sign in.
+async fn sign_in_groups(
+    conn: &mut Conn,
+    gateway: &gateways::GatewayRow,
+    agent: Option<&str>,
+) -> ApiResult<Vec<(Issuer, Vec<AgentRow>)>> {
+    let mut candidates = candidates(conn, gateway).await?;
+    if let Some(id) = agent {
+        candidates.retain(|a| a.id == id);
+    }
+    by_issuer(conn, candidates).await
 }
 
 /// The agents grouped by where their people sign in. An agent without an OpenID provider is

@@ -43,6 +43,11 @@ struct Metadata {
     response_types: Option<Vec<String>>,
 }
 
+/// `invalid_client_metadata` with its description, as [`check_metadata`] refuses.
+fn invalid_metadata(description: impl Into<String>) -> (&'static str, String) {
+    ("invalid_client_metadata", description.into())
+}
+
 fn bad_metadata(description: &str) -> Response {
     oauth_error(
         StatusCode::BAD_REQUEST,
@@ -89,43 +94,10 @@ pub async fn register(State(app): State<Arc<App>>, body: Body) -> Response {
         Ok(m) => m,
         Err(e) => return bad_metadata(&format!("the body is not client metadata: {e}")),
     };
-    if let Err(why) = check_redirect_uris(&meta.redirect_uris) {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_redirect_uri", &why);
-    }
-    let method = meta
-        .token_endpoint_auth_method
-        .as_deref()
-        .unwrap_or("client_secret_basic");
-    if !AUTH_METHODS.contains(&method) {
-        return bad_metadata(&format!(
-            "token_endpoint_auth_method {method:?} is not supported; use one of {}",
-            AUTH_METHODS.join(", ")
-        ));
-    }
-    let grants = meta.grant_types.clone().unwrap_or_default();
-    if let Some(g) = grants
-        .iter()
-        .find(|g| !["authorization_code", "refresh_token"].contains(&g.as_str()))
-    {
-        return bad_metadata(&format!(
-            "grant type {g:?} is not supported; only authorization_code and refresh_token"
-        ));
-    }
-    let responses = meta.response_types.clone().unwrap_or_default();
-    if responses.iter().any(|r| r != "code") {
-        return bad_metadata("only the response type \"code\" is supported");
-    }
-    let name = meta
-        .client_name
-        .as_deref()
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .unwrap_or("MCP client");
-    if name.chars().count() > MAX_NAME_LEN {
-        return bad_metadata(&format!(
-            "client_name is longer than {MAX_NAME_LEN} characters"
-        ));
-    }
+    let (method, name) = match check_metadata(&meta) {
+        Ok(checked) => checked,
+        Err((error, why)) => return oauth_error(StatusCode::BAD_REQUEST, error, &why),
+    };
     let secret = (method != "none").then(random_token);
     let row = interactive::ClientRow {
         client_id: format!("mcp_{}", uuid::Uuid::new_v4().simple()),
@@ -161,6 +133,51 @@ pub async fn register(State(app): State<Arc<App>>, body: Body) -> Response {
         reply["client_secret_expires_at"] = json!(0);
     }
     json_reply(StatusCode::CREATED, &reply)
+}
+
+/// Checks the client's metadata; returns its token endpoint authentication method and its
+/// name (defaults filled in), or the OAuth error to refuse it with and its description.
+fn check_metadata(meta: &Metadata) -> Result<(&str, &str), (&'static str, String)> {
+    if let Err(why) = check_redirect_uris(&meta.redirect_uris) {
+        return Err(("invalid_redirect_uri", why));
+    }
+    let method = meta
+        .token_endpoint_auth_method
+        .as_deref()
+        .unwrap_or("client_secret_basic");
+    if !AUTH_METHODS.contains(&method) {
+        return Err(invalid_metadata(format!(
+            "token_endpoint_auth_method {method:?} is not supported; use one of {}",
+            AUTH_METHODS.join(", ")
+        )));
+    }
+    let grants = meta.grant_types.as_deref().unwrap_or_default();
+    if let Some(g) = grants
+        .iter()
+        .find(|g| !["authorization_code", "refresh_token"].contains(&g.as_str()))
+    {
+        return Err(invalid_metadata(format!(
+            "grant type {g:?} is not supported; only authorization_code and refresh_token"
+        )));
+    }
+    let responses = meta.response_types.as_deref().unwrap_or_default();
+    if responses.iter().any(|r| r != "code") {
+        return Err(invalid_metadata(
+            "only the response type \"code\" is supported",
+        ));
+    }
+    let name = meta
+        .client_name
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("MCP client");
+    if name.chars().count() > MAX_NAME_LEN {
+        return Err(invalid_metadata(format!(
+            "client_name is longer than {MAX_NAME_LEN} characters"
+        )));
+    }
+    Ok((method, name))
 }
 
 async fn save(app: &App, row: &interactive::ClientRow) -> Result<(), crate::store::StoreError> {

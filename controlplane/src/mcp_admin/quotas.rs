@@ -33,49 +33,62 @@ fn changes() -> Vec<Param> {
 }
 
 pub fn tools() -> Vec<Tool> {
+    let mut list = model_quota_tools();
+    list.extend(gateway_quota_tools());
+    list
+}
+
+/// What `svc_model_quota_set` takes: the subject (named by the parameter of its kind), the
+/// limit, its window and the quota's settings.
+fn model_quota_set_params() -> Vec<Param> {
+    vec![
+        req("subject", Ty::Str, "What the quota limits.").one_of(SUBJECTS),
+        req("limit_usd", Ty::Num, "The limit in USD."),
+        opt(
+            "model",
+            Ty::Str,
+            "For subject model: the model's name (or id).",
+        ),
+        opt(
+            "pool",
+            Ty::Str,
+            "For subject pool: the pool; for subject model: scopes it to this pool.",
+        ),
+        opt(
+            "agent",
+            Ty::Str,
+            "For subject agent: the agent's name (or id).",
+        ),
+        opt(
+            "gateway",
+            Ty::Str,
+            "For subject gateway: the gateway's name (or id).",
+        ),
+        opt(
+            "subject_key",
+            Ty::Str,
+            "For subject act-as: the end user's OIDC sub.",
+        ),
+        opt("window", Ty::Str, "Default monthly.").one_of(WINDOWS),
+        opt("name", Ty::Str, "A name for the quota."),
+        opt(
+            "per_caller",
+            Ty::Bool,
+            "For subject model: every agent and end user gets its own budget.",
+        ),
+        opt("disabled", Ty::Bool, "Create without enforcing."),
+    ]
+}
+
+/// `svc_model_quota_*`: quotas of any subject.
+fn model_quota_tools() -> Vec<Tool> {
     vec![
         Tool {
             name: "svc_model_quota_set",
             description: "Set a USD spend quota on the workspace, an agent, a verified end user \
                           (act-as), a pool, a model (optionally within one pool) or a gateway.",
             effect: Effect::Write,
-            params: vec![
-                req("subject", Ty::Str, "What the quota limits.").one_of(SUBJECTS),
-                req("limit_usd", Ty::Num, "The limit in USD."),
-                opt(
-                    "model",
-                    Ty::Str,
-                    "For subject model: the model's name (or id).",
-                ),
-                opt(
-                    "pool",
-                    Ty::Str,
-                    "For subject pool: the pool; for subject model: scopes it to this pool.",
-                ),
-                opt(
-                    "agent",
-                    Ty::Str,
-                    "For subject agent: the agent's name (or id).",
-                ),
-                opt(
-                    "gateway",
-                    Ty::Str,
-                    "For subject gateway: the gateway's name (or id).",
-                ),
-                opt(
-                    "subject_key",
-                    Ty::Str,
-                    "For subject act-as: the end user's OIDC sub.",
-                ),
-                opt("window", Ty::Str, "Default monthly.").one_of(WINDOWS),
-                opt("name", Ty::Str, "A name for the quota."),
-                opt(
-                    "per_caller",
-                    Ty::Bool,
-                    "For subject model: every agent and end user gets its own budget.",
-                ),
-                opt("disabled", Ty::Bool, "Create without enforcing."),
-            ],
+            params: model_quota_set_params(),
             operations: &["CreateLLMQuota"],
             run: |a| reply(model_quota_set(a)),
         },
@@ -104,6 +117,12 @@ pub fn tools() -> Vec<Tool> {
             operations: &["DeleteLLMQuota"],
             run: |a| reply(by_id(a, "DeleteLLMQuota")),
         },
+    ]
+}
+
+/// `svc_gateway_quota_*`: quotas of gateways only.
+fn gateway_quota_tools() -> Vec<Tool> {
+    vec![
         Tool {
             name: "svc_gateway_quota_set",
             description: "Set a USD spend quota on one gateway.",

@@ -15,132 +15,157 @@ const HEADERS: &str = "Headers sent upstream: [{name, source: literal|secret|act
 
 pub fn tools() -> Vec<Tool> {
     let mut list = vec![
-        Tool {
-            name: "svc_tool_add",
-            description: "Add a tool connection (an MCP server) by URL, with optional credentials \
-                          (stored sealed, never shown again) and the gateways to offer all its \
-                          tools on.",
-            effect: Effect::Write,
-            params: vec![
-                req(
-                    "name",
-                    Ty::Str,
-                    "The connection's name; agents call its tools as `name/tool`.",
-                ),
-                req("url", Ty::Str, "The server's URL."),
-                opt("protocol", Ty::Str, "Default streamable-http.").one_of(PROTOCOLS),
-                opt(
-                    "gateways",
-                    Ty::StrList,
-                    "Gateways (names or ids) to offer every tool of the connection on.",
-                ),
-                opt(
-                    "authorization",
-                    Ty::Str,
-                    "The Authorization header value sent upstream (stored as a secret).",
-                ),
-                opt(
-                    "auth_method",
-                    Ty::Str,
-                    "How the gateway authenticates upstream.",
-                )
-                .one_of(AUTH),
-                opt(
-                    "credential_type",
-                    Ty::Str,
-                    "One shared credential, or each end user's.",
-                )
-                .one_of(CREDENTIAL),
-                opt("headers", Ty::ObjList, HEADERS),
-                opt(
-                    "write_tools",
-                    Ty::StrList,
-                    "Tools that change things (for rules).",
-                ),
-            ],
-            operations: &[
-                "CreateMCPServerConnection",
-                "AddGatewayToolSource",
-                "GetMCPServerConnection",
-            ],
-            run: |a| reply(add(a)),
-        },
-        Tool {
-            name: "svc_tool_update",
-            description: "Change a tool connection; parameters not sent keep their values.",
-            effect: Effect::Write,
-            params: vec![
-                req("name", Ty::Str, "The connection's name (or id)."),
-                opt("url", Ty::Str, "The server's URL."),
-                opt(
-                    "auth_method",
-                    Ty::Str,
-                    "How the gateway authenticates upstream.",
-                )
-                .one_of(AUTH),
-                opt("credential_type", Ty::Str, "Shared or per-user.").one_of(CREDENTIAL),
-                opt(
-                    "authorization",
-                    Ty::Str,
-                    "Replaces the stored Authorization secret.",
-                ),
-                opt("headers", Ty::ObjList, HEADERS),
-            ],
-            operations: &["GetMCPServerConnection", "UpdateMCPServerConnection"],
-            run: |a| reply(update(a)),
-        },
-        Tool {
-            name: "svc_tool_list",
-            description: "Every tool connection of the workspace.",
-            effect: Effect::Read,
-            params: vec![],
-            operations: &["ListMCPServerConnections"],
-            run: |a| reply(async move { a.call("ListMCPServerConnections", json!({})).await }),
-        },
-        Tool {
-            name: "svc_tools_for_connection",
-            description: "The stored catalog of one connection's tools, independent of gateway \
-                          membership and rules; blocked entries only when asked for.",
-            effect: Effect::Read,
-            params: vec![
-                req("name", Ty::Str, "The connection's name (or id)."),
-                opt("with_schema", Ty::Bool, "Include each tool's input schema."),
-                opt("include_blocked", Ty::Bool, "Include blocked tools."),
-            ],
-            operations: &["ListConnectionTools"],
-            run: |a| {
-                reply(async move {
-                    let mut body = Value::Object(a.take(&["with_schema", "include_blocked"]));
-                    body["connection_id"] = a.resolve(Named::Tool, "name").await?.into();
-                    a.call("ListConnectionTools", body).await
-                })
-            },
-        },
-        Tool {
-            name: "svc_gateway_tool_source_add",
-            description: "Offer every tool of a connection (now and later) on a gateway.",
-            effect: Effect::Write,
-            params: vec![
-                req("gateway", Ty::Str, "The gateway's name (or id)."),
-                req("connection", Ty::Str, "The connection's name (or id)."),
-            ],
-            operations: &["AddGatewayToolSource"],
-            run: |a| {
-                reply(async move {
-                    let gateway_id = a.resolve(Named::Gateway, "gateway").await?;
-                    let connection_id = a.resolve(Named::Tool, "connection").await?;
-                    a.call(
-                        "AddGatewayToolSource",
-                        json!({"gateway_id": gateway_id, "connection_id": connection_id}),
-                    )
-                    .await
-                })
-            },
-        },
+        add_tool(),
+        update_tool(),
+        list_tool(),
+        catalog_tool(),
+        gateway_tool_source_add_tool(),
     ];
     list.extend(by_name_tools());
     list.extend(status_tools());
     list
+}
+
+/// `svc_tool_add`: a connection by URL, its credentials and the gateways offering it.
+fn add_tool() -> Tool {
+    Tool {
+        name: "svc_tool_add",
+        description: "Add a tool connection (an MCP server) by URL, with optional credentials \
+                      (stored sealed, never shown again) and the gateways to offer all its \
+                      tools on.",
+        effect: Effect::Write,
+        params: vec![
+            req(
+                "name",
+                Ty::Str,
+                "The connection's name; agents call its tools as `name/tool`.",
+            ),
+            req("url", Ty::Str, "The server's URL."),
+            opt("protocol", Ty::Str, "Default streamable-http.").one_of(PROTOCOLS),
+            opt(
+                "gateways",
+                Ty::StrList,
+                "Gateways (names or ids) to offer every tool of the connection on.",
+            ),
+            opt(
+                "authorization",
+                Ty::Str,
+                "The Authorization header value sent upstream (stored as a secret).",
+            ),
+            opt(
+                "auth_method",
+                Ty::Str,
+                "How the gateway authenticates upstream.",
+            )
+            .one_of(AUTH),
+            opt(
+                "credential_type",
+                Ty::Str,
+                "One shared credential, or each end user's.",
+            )
+            .one_of(CREDENTIAL),
+            opt("headers", Ty::ObjList, HEADERS),
+            opt(
+                "write_tools",
+                Ty::StrList,
+                "Tools that change things (for rules).",
+            ),
+        ],
+        operations: &[
+            "CreateMCPServerConnection",
+            "AddGatewayToolSource",
+            "GetMCPServerConnection",
+        ],
+        run: |a| reply(add(a)),
+    }
+}
+
+/// `svc_tool_update`: changes a connection, keeping what is not sent.
+fn update_tool() -> Tool {
+    Tool {
+        name: "svc_tool_update",
+        description: "Change a tool connection; parameters not sent keep their values.",
+        effect: Effect::Write,
+        params: vec![
+            req("name", Ty::Str, "The connection's name (or id)."),
+            opt("url", Ty::Str, "The server's URL."),
+            opt(
+                "auth_method",
+                Ty::Str,
+                "How the gateway authenticates upstream.",
+            )
+            .one_of(AUTH),
+            opt("credential_type", Ty::Str, "Shared or per-user.").one_of(CREDENTIAL),
+            opt(
+                "authorization",
+                Ty::Str,
+                "Replaces the stored Authorization secret.",
+            ),
+            opt("headers", Ty::ObjList, HEADERS),
+        ],
+        operations: &["GetMCPServerConnection", "UpdateMCPServerConnection"],
+        run: |a| reply(update(a)),
+    }
+}
+
+/// `svc_tool_list`: every connection.
+fn list_tool() -> Tool {
+    Tool {
+        name: "svc_tool_list",
+        description: "Every tool connection of the workspace.",
+        effect: Effect::Read,
+        params: vec![],
+        operations: &["ListMCPServerConnections"],
+        run: |a| reply(async move { a.call("ListMCPServerConnections", json!({})).await }),
+    }
+}
+
+/// `svc_tools_for_connection`: one connection's stored catalog.
+fn catalog_tool() -> Tool {
+    Tool {
+        name: "svc_tools_for_connection",
+        description: "The stored catalog of one connection's tools, independent of gateway \
+                      membership and rules; blocked entries only when asked for.",
+        effect: Effect::Read,
+        params: vec![
+            req("name", Ty::Str, "The connection's name (or id)."),
+            opt("with_schema", Ty::Bool, "Include each tool's input schema."),
+            opt("include_blocked", Ty::Bool, "Include blocked tools."),
+        ],
+        operations: &["ListConnectionTools"],
+        run: |a| {
+            reply(async move {
+                let mut body = Value::Object(a.take(&["with_schema", "include_blocked"]));
+                body["connection_id"] = a.resolve(Named::Tool, "name").await?.into();
+                a.call("ListConnectionTools", body).await
+            })
+        },
+    }
+}
+
+/// `svc_gateway_tool_source_add`: offers a whole connection on a gateway.
+fn gateway_tool_source_add_tool() -> Tool {
+    Tool {
+        name: "svc_gateway_tool_source_add",
+        description: "Offer every tool of a connection (now and later) on a gateway.",
+        effect: Effect::Write,
+        params: vec![
+            req("gateway", Ty::Str, "The gateway's name (or id)."),
+            req("connection", Ty::Str, "The connection's name (or id)."),
+        ],
+        operations: &["AddGatewayToolSource"],
+        run: |a| {
+            reply(async move {
+                let gateway_id = a.resolve(Named::Gateway, "gateway").await?;
+                let connection_id = a.resolve(Named::Tool, "connection").await?;
+                a.call(
+                    "AddGatewayToolSource",
+                    json!({"gateway_id": gateway_id, "connection_id": connection_id}),
+                )
+                .await
+            })
+        },
+    }
 }
 
 /// The tools that take only the connection's `name` (and run one operation).

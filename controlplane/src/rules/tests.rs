@@ -3,9 +3,9 @@
 //! through Cedar, checking the decision and the determining policies.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use cedar_policy::{Authorizer, Decision, Entities, Entity, Request};
+use cedar_policy::{Authorizer, Decision, Entities, Entity, PolicySet, Request, Schema};
 use portcullis_shared::policy::{self, ActAs, Action, Kind, RequestContext};
 use serde::Deserialize;
 
@@ -134,6 +134,16 @@ fn run_file(path: &PathBuf) {
     let text = std::fs::read_to_string(path).unwrap();
     let file: CaseFile =
         serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let set = policy_set(&file, path);
+    let schema = policy::schema().unwrap();
+    for case in &file.cases {
+        run_case(&file, case, &set, schema, path);
+    }
+}
+
+/// The file's policies, validated: the agent's compiled bundle, the all-agents grants and
+/// any admin policies.
+fn policy_set(file: &CaseFile, path: &Path) -> PolicySet {
     let a = &file.agent;
     let agent_text = compile::agent_policies(&compile::AgentRules {
         agent_id: &a.id,
@@ -159,87 +169,97 @@ fn run_file(path: &PathBuf) {
     }
     let set = policy::policy_set(policies).unwrap();
     policy::validate(&set).unwrap();
-    let schema = policy::schema().unwrap();
+    set
+}
 
-    for case in &file.cases {
-        let principal = case.principal.clone().unwrap_or_else(|| a.id.clone());
-        let parent = if principal == a.id {
-            a.parent.as_deref()
-        } else {
-            None
-        };
-        let mut entities = vec![policy::agent_entity(&principal, &principal, parent).unwrap()];
-        if let Some(p) = parent {
-            entities.push(policy::agent_entity(p, p, None).unwrap());
-        }
-        let (kind, resource) = resource_entities(&file, &case.resource);
-        entities.extend(resource);
-        let entities = Entities::from_entities(entities, Some(schema)).unwrap();
-        let act = action(&case.action);
-        let act_as = case.act_as.as_ref().map_or_else(ActAs::default, |s| ActAs {
-            present: true,
-            verified: s.verified,
-            method: s.method.clone(),
-            sub: s.sub.clone(),
-            email: s.email.clone(),
-            groups: s.groups.clone(),
-        });
-        let surface = if matches!(act, Action::McpCall | Action::McpDiscover) {
-            "mcp"
-        } else {
-            "llm"
-        };
-        let context = RequestContext {
-            act_as,
-            gateway_id: case.gateway_id.clone().unwrap_or_else(|| "g1".into()),
-            surface,
-        }
-        .to_cedar()
-        .unwrap();
-        let request = Request::new(
-            policy::uid(Kind::Agent, &principal),
-            policy::action_uid(act),
-            policy::uid(kind, &case.resource.id),
-            context,
-            Some(schema),
-        )
-        .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), case.name));
-        let response = Authorizer::new().is_authorized(&request, &set, &entities);
-        let errors: Vec<String> = response
+/// The case's request through Cedar: no evaluation errors, the expected decision and, when
+/// the case names them, the expected determining policies.
+fn run_case(file: &CaseFile, case: &Case, set: &PolicySet, schema: &Schema, path: &Path) {
+    let (request, entities) = request(file, case, schema, path);
+    let response = Authorizer::new().is_authorized(&request, set, &entities);
+    let errors: Vec<String> = response
+        .diagnostics()
+        .errors()
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{}: {}: evaluation errors {errors:?}",
+        path.display(),
+        case.name
+    );
+    let got = if response.decision() == Decision::Allow {
+        "allow"
+    } else {
+        "deny"
+    };
+    assert_eq!(got, case.expect, "{}: {}", path.display(), case.name);
+    if let Some(expected) = &case.determining {
+        let mut ids: Vec<String> = response
             .diagnostics()
-            .errors()
-            .map(|e| e.to_string())
+            .reason()
+            .map(|p| p.to_string())
             .collect();
-        assert!(
-            errors.is_empty(),
-            "{}: {}: evaluation errors {errors:?}",
+        ids.sort();
+        let mut expected = expected.clone();
+        expected.sort();
+        assert_eq!(
+            ids,
+            expected,
+            "{}: {}: determining policies",
             path.display(),
             case.name
         );
-        let got = if response.decision() == Decision::Allow {
-            "allow"
-        } else {
-            "deny"
-        };
-        assert_eq!(got, case.expect, "{}: {}", path.display(), case.name);
-        if let Some(expected) = &case.determining {
-            let mut ids: Vec<String> = response
-                .diagnostics()
-                .reason()
-                .map(|p| p.to_string())
-                .collect();
-            ids.sort();
-            let mut expected = expected.clone();
-            expected.sort();
-            assert_eq!(
-                ids,
-                expected,
-                "{}: {}: determining policies",
-                path.display(),
-                case.name
-            );
-        }
     }
+}
+
+/// The case's Cedar request and its entities: the principal (the file's agent unless the case
+/// names another, with the agent's parent), the resource and the request context.
+fn request(file: &CaseFile, case: &Case, schema: &Schema, path: &Path) -> (Request, Entities) {
+    let a = &file.agent;
+    let principal = case.principal.clone().unwrap_or_else(|| a.id.clone());
+    let parent = if principal == a.id {
+        a.parent.as_deref()
+    } else {
+        None
+    };
+    let mut entities = vec![policy::agent_entity(&principal, &principal, parent).unwrap()];
+    if let Some(p) = parent {
+        entities.push(policy::agent_entity(p, p, None).unwrap());
+    }
+    let (kind, resource) = resource_entities(file, &case.resource);
+    entities.extend(resource);
+    let entities = Entities::from_entities(entities, Some(schema)).unwrap();
+    let act = action(&case.action);
+    let act_as = case.act_as.as_ref().map_or_else(ActAs::default, |s| ActAs {
+        present: true,
+        verified: s.verified,
+        method: s.method.clone(),
+        sub: s.sub.clone(),
+        email: s.email.clone(),
+        groups: s.groups.clone(),
+    });
+    let surface = if matches!(act, Action::McpCall | Action::McpDiscover) {
+        "mcp"
+    } else {
+        "llm"
+    };
+    let context = RequestContext {
+        act_as,
+        gateway_id: case.gateway_id.clone().unwrap_or_else(|| "g1".into()),
+        surface,
+    }
+    .to_cedar()
+    .unwrap();
+    let request = Request::new(
+        policy::uid(Kind::Agent, &principal),
+        policy::action_uid(act),
+        policy::uid(kind, &case.resource.id),
+        context,
+        Some(schema),
+    )
+    .unwrap_or_else(|e| panic!("{}: {}: {e}", path.display(), case.name));
+    (request, entities)
 }
 
 #[test]

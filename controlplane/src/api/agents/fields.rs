@@ -167,7 +167,36 @@ impl Patch {
         row: &mut AgentRow,
         is_update: bool,
     ) -> ApiResult<Applied> {
-        let mut applied = Applied::default();
+        self.apply_settings(row)?;
+        let gateway_ids = self.apply_allow_lists(conn, row).await?;
+        self.apply_act_as_allow_lists(row)?;
+        let hmac_secret = self.apply_act_as_verification(conn, row).await?;
+        if let Some(interactive) = self.interactive {
+            row.interactive_access = i64::from(interactive);
+        }
+        let applied = Applied {
+            gateway_ids,
+            hmac_secret,
+        };
+
+        let secret_stored = if is_update {
+            credentials::shared_keys(conn, Owner::AgentActAs, &row.id)
+                .await?
+                .is_some()
+        } else {
+            false
+        };
+        let has_secret = match &applied.hmac_secret {
+            Some(s) => s.is_some(),
+            None => secret_stored,
+        };
+        check_act_as(row, has_secret)?;
+        check_provider_method(conn, row).await?;
+        Ok(applied)
+    }
+
+    /// The metadata and the token lifetime.
+    fn apply_settings(&self, row: &mut AgentRow) -> ApiResult<()> {
         if let Some(metadata) = &self.metadata {
             if metadata.len() > 64 {
                 return Err(invalid("metadata has more than 64 keys"));
@@ -186,6 +215,16 @@ impl Patch {
                 secs as i64
             };
         }
+        Ok(())
+    }
+
+    /// What the agent may call (pools, models, tools) and through which gateways; returns the
+    /// gateway grants to write, when the patch sets them (each gateway must exist).
+    async fn apply_allow_lists(
+        &self,
+        conn: &mut Conn,
+        row: &mut AgentRow,
+    ) -> ApiResult<Option<Vec<String>>> {
         if let Some(list) = &self.pools {
             row.allowed_pool_names = json_list(&names("allowed_pool_names", list)?);
         }
@@ -199,19 +238,24 @@ impl Patch {
             }
             row.allowed_tools = json_list(&list);
         }
-        if let Some(list) = &self.gateway_ids {
-            let mut ids = Vec::new();
-            for (i, g) in list.iter().enumerate() {
-                let id = validate::id(&format!("allowed_gateway_ids[{i}]"), g)?;
-                if gateways::get(conn, &row.workspace_id, &id).await?.is_none() {
-                    return Err(not_found("gateway", &id));
-                }
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
+        let Some(list) = &self.gateway_ids else {
+            return Ok(None);
+        };
+        let mut ids = Vec::new();
+        for (i, g) in list.iter().enumerate() {
+            let id = validate::id(&format!("allowed_gateway_ids[{i}]"), g)?;
+            if gateways::get(conn, &row.workspace_id, &id).await?.is_none() {
+                return Err(not_found("gateway", &id));
             }
-            applied.gateway_ids = Some(ids);
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
         }
+        Ok(Some(ids))
+    }
+
+    /// The end users the agent may act for: groups, emails and subjects.
+    fn apply_act_as_allow_lists(&self, row: &mut AgentRow) -> ApiResult<()> {
         if let Some(list) = &self.groups {
             row.actas_allowed_groups = json_list(&validate::string_list(
                 "actas_allowed_groups",
@@ -233,6 +277,17 @@ impl Patch {
                 MAX_LIST,
             )?);
         }
+        Ok(())
+    }
+
+    /// How an end user's identity is verified: the method, whether it is required, the
+    /// provider, the OIDC issuer and the named configuration; returns the HMAC secret to
+    /// write (`Some(None)` deletes it), when the patch sets one.
+    async fn apply_act_as_verification(
+        &self,
+        conn: &mut Conn,
+        row: &mut AgentRow,
+    ) -> ApiResult<Option<Option<String>>> {
         if let Some(method) = &self.method {
             row.actas_method = if method.is_empty() {
                 None
@@ -270,33 +325,14 @@ impl Patch {
         if let Some(name) = &self.config_name {
             row.actas_config_name = optional_text("actas_config_name", name, 128)?;
         }
-        if let Some(secret) = &self.hmac_secret {
-            applied.hmac_secret = if secret.is_empty() {
-                Some(None)
-            } else if secret.len() < 16 || secret.len() > 1024 {
-                return Err(invalid("actas_hmac_secret must be 16 to 1024 characters"));
-            } else {
-                Some(Some(secret.clone()))
-            };
+        match &self.hmac_secret {
+            None => Ok(None),
+            Some(secret) if secret.is_empty() => Ok(Some(None)),
+            Some(secret) if secret.len() < 16 || secret.len() > 1024 => {
+                Err(invalid("actas_hmac_secret must be 16 to 1024 characters"))
+            }
+            Some(secret) => Ok(Some(Some(secret.clone()))),
         }
-        if let Some(interactive) = self.interactive {
-            row.interactive_access = i64::from(interactive);
-        }
-
-        let secret_stored = if is_update {
-            credentials::shared_keys(conn, Owner::AgentActAs, &row.id)
-                .await?
-                .is_some()
-        } else {
-            false
-        };
-        let has_secret = match &applied.hmac_secret {
-            Some(s) => s.is_some(),
-            None => secret_stored,
-        };
-        check_act_as(row, has_secret)?;
-        check_provider_method(conn, row).await?;
-        Ok(applied)
     }
 }
 

@@ -324,15 +324,7 @@ pub async fn update_installed(
             row.name
         )));
     }
-    if let Some(name) = req
-        .name
-        .as_deref()
-        .filter(|n| !n.is_empty() && *n != row.name)
-    {
-        let name = rules::connection_name(name)?;
-        super::name_free(tx.conn(), &ws, &name).await?;
-        row.name = name;
-    }
+    super::rename(tx.conn(), &ws, &mut row, req.name.as_deref()).await?;
     if let Some(secrets) = req.secret_values.filter(|s| !s.is_empty()) {
         let installed: Installed = serde_json::from_str(&row.protocol_config)
             .map_err(|_| views::corrupt("protocol_config"))?;
