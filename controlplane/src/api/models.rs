@@ -1,6 +1,6 @@
 //! Model connections: `CreateLLMModelConnection` … `DisconnectLLMOAuth`.
 
-pub(super) mod rules;
+pub(super) mod checks;
 
 use std::collections::BTreeMap;
 
@@ -17,7 +17,7 @@ use crate::store::credentials::{self, Owner};
 use crate::store::{gateways, models, now_ms, pools, Conn};
 use crate::validate;
 
-pub use rules::{resolve_auth, updated_auth};
+pub use checks::{resolve_auth, updated_auth};
 
 pub fn operations() -> Vec<(&'static str, Operation)> {
     let view = Access::Platform(Permission::GatewayView);
@@ -70,18 +70,18 @@ async fn create(
             "provider_config is required and must hold at least `model` (the upstream model id)",
         )
     })?;
-    rules::check_provider_config(provider, &config)?;
+    checks::check_provider_config(provider, &config)?;
     let (auth_method, credential_type) = resolve_auth(req.auth_method, req.credential_type)?;
     let secrets = req.secret_values.unwrap_or_default();
-    rules::check_secrets(provider, auth_method, credential_type, &secrets)?;
+    checks::check_secrets(provider, auth_method, credential_type, &secrets)?;
     let attributes = req.attributes.unwrap_or_default();
     validate::attributes("attributes", &attributes)?;
-    let (bytes, tokens) = rules::filter_window(
+    let (bytes, tokens) = checks::filter_window(
         req.filter_window_bytes.unwrap_or(0),
         req.filter_window_tokens.unwrap_or(0),
     )?;
     let (auth_config, client_secret) =
-        super::tools::rules::auth_config(auth_method, &req.auth_config.unwrap_or_default())?;
+        super::tools::checks::auth_config(auth_method, &req.auth_config.unwrap_or_default())?;
 
     let ws = ctx.workspace_id().to_string();
     let store = ctx.store();
@@ -146,7 +146,7 @@ async fn update(
     };
 
     let current = views::auth_pair(&row.auth_method, &row.credential_type)?;
-    let (method, ctype) = rules::updated_auth(current, req.auth_method, req.credential_type)?;
+    let (method, ctype) = checks::updated_auth(current, req.auth_method, req.credential_type)?;
     let auth_changed = (method, ctype) != current;
     if moved {
         leave_old_origin(tx.conn(), &row, (method, ctype), req.secret_values_provided).await?;
@@ -172,7 +172,7 @@ async fn update(
     // client that echoes the whole record back cannot clobber secrets.
     if req.secret_values_provided {
         let values = req.secret_values.take().unwrap_or_default();
-        rules::check_secrets(provider, method, ctype, &values)?;
+        checks::check_secrets(provider, method, ctype, &values)?;
         // Only the shared credential: people's own keys stay.
         credentials::delete_subject(tx.conn(), Owner::Model, &row.id, "").await?;
         put_shared_key(tx.conn(), store.cipher(), &ws, &row.id, &values).await?;
@@ -206,7 +206,7 @@ fn set_provider_config(
     row: &mut models::ModelRow,
     config: Map<String, Value>,
 ) -> ApiResult<bool> {
-    rules::check_provider_config(provider, &config)?;
+    checks::check_provider_config(provider, &config)?;
     let stored: Value = serde_json::from_str(&row.provider_config).unwrap_or_default();
     let config = Value::Object(config);
     // Credentials given for one endpoint never follow the model to another.
@@ -256,7 +256,7 @@ async fn set_auth_config(
     sent: Option<Map<String, Value>>,
 ) -> ApiResult<()> {
     if let Some(c) = sent.filter(|c| !c.is_empty()) {
-        let (settings, secret) = super::tools::rules::auth_config(method, &c)?;
+        let (settings, secret) = super::tools::checks::auth_config(method, &c)?;
         row.auth_config = Value::Object(settings).to_string();
         put_client_secret(conn, cipher, ws, &row.id, secret).await?;
     } else if method != AuthMethod::OAuth {
@@ -277,7 +277,7 @@ fn set_attributes_and_window(
         row.attributes = serde_json::to_string(&attrs).unwrap_or_else(|_| "{}".into());
     }
     if req.filter_window_provided {
-        let (bytes, tokens) = rules::filter_window(
+        let (bytes, tokens) = checks::filter_window(
             req.filter_window_bytes.unwrap_or(0),
             req.filter_window_tokens.unwrap_or(0),
         )?;

@@ -3,8 +3,8 @@
 
 pub mod adapters;
 pub mod catalog;
+pub(crate) mod checks;
 pub mod rest;
-pub(crate) mod rules;
 mod upstream;
 
 use std::collections::BTreeMap;
@@ -76,7 +76,7 @@ async fn rename(
     name: Option<&str>,
 ) -> ApiResult<()> {
     if let Some(name) = name.filter(|n| !n.is_empty() && *n != row.name) {
-        let name = rules::connection_name(name)?;
+        let name = checks::connection_name(name)?;
         name_free(conn, ws, &name).await?;
         row.name = name;
     }
@@ -191,20 +191,20 @@ async fn create(
     ctx: Ctx,
     req: CreateMCPServerConnectionRequest,
 ) -> ApiResult<CreateMCPServerConnectionResponse> {
-    let name = rules::connection_name(&req.name)?;
-    let protocol = rules::protocol(&req.protocol)?;
+    let name = checks::connection_name(&req.name)?;
+    let protocol = checks::protocol(&req.protocol)?;
     if protocol == Protocol::Stdio {
         ctx.require(Permission::ToolsStdio)?;
     }
     let allow_stdio = ctx.app.config.allow_stdio_tools;
-    let config = rules::config(protocol, req.protocol_config.as_ref(), true, allow_stdio)?;
+    let config = checks::config(protocol, req.protocol_config.as_ref(), true, allow_stdio)?;
     let (method, ctype) = resolve_auth(req.auth_method, req.credential_type)?;
     let secrets = req.secret_values.unwrap_or_default();
-    rules::check_secrets(method, ctype, &secrets)?;
+    checks::check_secrets(method, ctype, &secrets)?;
     let keys: Vec<String> = secrets.keys().cloned().collect();
-    rules::check_whole(protocol, &config, method, ctype, &keys)?;
+    checks::check_whole(protocol, &config, method, ctype, &keys)?;
     let (auth_config, client_secret) =
-        rules::auth_config(method, &req.auth_config.unwrap_or_default())?;
+        checks::auth_config(method, &req.auth_config.unwrap_or_default())?;
 
     let ws = ctx.workspace_id().to_string();
     let mut tx = ctx.store().write(&ws).await?;
@@ -275,7 +275,7 @@ async fn update(
         .await?;
     }
     if let Some(s) = &new_secrets {
-        rules::check_secrets(method, ctype, s)?;
+        checks::check_secrets(method, ctype, s)?;
     }
     let keys: Vec<String> = match &new_secrets {
         Some(s) => s.keys().cloned().collect(),
@@ -284,7 +284,7 @@ async fn update(
             .await?
             .unwrap_or_default(),
     };
-    rules::check_whole(protocol, &config, method, ctype, &keys)?;
+    checks::check_whole(protocol, &config, method, ctype, &keys)?;
     let client_secret = set_auth_config(&mut row, method, req.auth_config)?;
     if auth_changed || moved {
         credentials::delete_all(tx.conn(), Owner::Tool, &row.id).await?;
@@ -318,12 +318,12 @@ fn updated_protocol(
     row: &tools::ToolRow,
     stored_protocol: Protocol,
     req: &UpdateMCPServerConnectionRequest,
-) -> ApiResult<(Protocol, rules::Config, String)> {
+) -> ApiResult<(Protocol, checks::Config, String)> {
     let protocol = match req.protocol.as_deref().filter(|p| !p.is_empty()) {
-        Some(p) => rules::protocol(p)?,
+        Some(p) => checks::protocol(p)?,
         None => stored_protocol,
     };
-    let config = rules::config(
+    let config = checks::config(
         protocol,
         req.protocol_config.as_ref(),
         false,
@@ -347,7 +347,7 @@ fn set_auth_config(
 ) -> ApiResult<Option<String>> {
     let mut client_secret = None;
     if let Some(c) = sent.filter(|c| !c.is_empty()) {
-        let (settings, secret) = rules::auth_config(method, &c)?;
+        let (settings, secret) = checks::auth_config(method, &c)?;
         row.auth_config = json_text(&settings);
         client_secret = secret;
     } else if method != AuthMethod::OAuth {

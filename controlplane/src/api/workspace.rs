@@ -99,7 +99,7 @@ async fn update_workspace(ctx: Ctx, req: UpdateWorkspaceRequest) -> ApiResult<Wo
         (None, None) => ws,
         (bytes, tokens) => {
             let (stored_bytes, stored_tokens) = ws.filter_window();
-            let (bytes, tokens) = super::models::rules::filter_window(
+            let (bytes, tokens) = super::models::checks::filter_window(
                 bytes.unwrap_or(stored_bytes),
                 tokens.unwrap_or(stored_tokens),
             )?;

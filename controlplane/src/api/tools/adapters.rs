@@ -14,7 +14,7 @@ use portcullis_shared::api::tools::{
 use portcullis_shared::api::workspace::Permission;
 use portcullis_shared::api::{AuthMethod, CredentialType, Empty};
 
-use super::{json_text, load, rules, views};
+use super::{checks, json_text, load, views};
 use crate::api::{unary, Access, Ctx, Operation};
 use crate::catalog::Catalog;
 use crate::error::{invalid, not_found, precondition, ApiError, ApiResult};
@@ -107,7 +107,7 @@ fn auth(
                     d.auth.header, d.slug
                 )));
             }
-            rules::check_secrets(AuthMethod::ApiKey, ctype, secrets)?;
+            checks::check_secrets(AuthMethod::ApiKey, ctype, secrets)?;
             Ok((AuthMethod::ApiKey, ctype))
         }
         c => Ok((AuthMethod::ApiKey, c)),
@@ -143,7 +143,7 @@ async fn install(
     ctx: Ctx,
     req: InstallCatalogConnectionRequest,
 ) -> ApiResult<InstallCatalogConnectionResponse> {
-    let name = rules::connection_name(&req.name)?;
+    let name = checks::connection_name(&req.name)?;
     let d = catalog(&ctx)
         .latest(&req.slug)
         .map_err(unreadable)?

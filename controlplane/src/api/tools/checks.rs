@@ -1,4 +1,4 @@
-//! The tool connection rules: protocols and their config, egress headers, auth pairing (the
+//! The tool connection checks: protocols and their config, egress headers, auth pairing (the
 //! same matrix as models, plus `oauth` only over streamable-http), and OAuth client settings.
 
 use std::collections::{BTreeMap, HashSet};

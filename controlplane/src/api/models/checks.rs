@@ -1,4 +1,4 @@
-//! The model connection rules: provider config per provider group, the credential matrix,
+//! The model connection checks: provider config per provider group, the credential matrix,
 //! secret shapes and filter-window limits.
 
 use std::collections::BTreeMap;
