@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub use actas::{ActAsProviderCmd, WorkspaceCmd};
 pub use admin::{DeploymentCmd, PlatformKeyCmd, RulesCmd};
-pub use agents::{AgentCmd, AgentFields, GrantCmd, KeyCmd};
+pub use agents::{AgentClears, AgentCmd, AgentFields, GrantCmd, KeyCmd};
 pub use audit::{AuditCmd, StreamFilters};
 pub use guards::{GuardCmd, GuardFields};
 pub use models::{GatewayCmd, ModelCmd, ModelConfig, PoolCmd};

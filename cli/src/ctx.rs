@@ -124,6 +124,20 @@ impl Ctx {
         self.print(reply, |_| output::line(message));
     }
 
+    /// Calls an operation that replies with nothing (a delete, a removal) and prints the reply,
+    /// or with no `--json` the one-line confirmation `message`.
+    pub async fn send_done<Req: Serialize>(
+        &self,
+        service: &str,
+        operation: &str,
+        request: &Req,
+        message: &str,
+    ) -> anyhow::Result<()> {
+        let reply: Reply<Empty> = self.send(service, operation, request).await?;
+        self.done(&reply, message);
+        Ok(())
+    }
+
     /// Calls an operation with a JSON body, `workspace_id` added.
     pub async fn call(
         &self,

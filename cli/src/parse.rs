@@ -1,6 +1,7 @@
 //! Parsing of the compact flag forms: `NAME=VALUE`, `MODEL[:WEIGHT[:PRIORITY]]`, the API-key
 //! header per provider, times (`--since 24h`), and the enum values clap checks (a bad one is a
-//! usage error).
+//! usage error); and the optional fields an update sends for `--enable`/`--disable` and for a
+//! list flag given or cleared.
 
 use std::collections::BTreeMap;
 
@@ -48,6 +49,18 @@ pub fn pairs(flag: &str, items: &[String]) -> anyhow::Result<Map<String, Value>>
 /// Repeated `NAME=VALUE` flags as a string map; a later NAME wins.
 pub fn string_map(flag: &str, items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     items.iter().map(|item| pair(flag, item)).collect()
+}
+
+/// An `--enable`/`--disable` pair as an update's `enabled`: `None` (unchanged) when neither is
+/// given.
+pub fn toggle(enable: bool, disable: bool) -> Option<bool> {
+    (enable || disable).then_some(enable)
+}
+
+/// A repeatable flag on update: `Some` when values were given (replacing the list) or the list
+/// is cleared, `None` (unchanged) otherwise.
+pub fn list_change(values: Vec<String>, clear: bool) -> Option<Vec<String>> {
+    (clear || !values.is_empty()).then_some(values)
 }
 
 /// An RFC 3339 time as given, or a duration back from now (`30s`, `15m`, `2h`, `7d`) as the
@@ -212,6 +225,20 @@ pub fn usd(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_replace_or_clear_or_stay() {
+        assert_eq!(list_change(vec![], false), None);
+        assert_eq!(list_change(vec![], true), Some(vec![]));
+        assert_eq!(list_change(vec!["a".into()], false), Some(vec!["a".into()]));
+    }
+
+    #[test]
+    fn enable_and_disable_set_enabled_or_leave_it() {
+        assert_eq!(toggle(false, false), None);
+        assert_eq!(toggle(true, false), Some(true));
+        assert_eq!(toggle(false, true), Some(false));
+    }
 
     #[test]
     fn usd_amounts_become_micro_usd() {

@@ -88,7 +88,7 @@ impl Audit {
     pub fn start(
         dir: &Path,
         max_bytes: u64,
-        target: ship::Target,
+        control: crate::control::ControlPlane,
     ) -> std::io::Result<(Self, AuditTasks)> {
         let spool = spool::Spool::open(&dir.join("audit"), max_bytes)?;
         let (tx, rx) = mpsc::channel(CHANNEL);
@@ -103,7 +103,7 @@ impl Audit {
         let (stop, stop_rx) = watch::channel(false);
         let shipper = tokio::spawn(ship::run(
             spool.clone(),
-            target,
+            control,
             written,
             drops.clone(),
             stop_rx,

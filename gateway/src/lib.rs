@@ -15,6 +15,7 @@ pub mod authz;
 pub mod body;
 pub mod cloud;
 pub mod config;
+pub mod control;
 mod dispatch;
 pub mod error;
 #[cfg(test)]
@@ -81,6 +82,8 @@ pub struct Gateway {
     pub sync_failing_since: std::sync::atomic::AtomicI64,
     /// Request bodies held at once, in all.
     pub body_budget: body::Budget,
+    /// The control plane's sync service.
+    pub control: control::ControlPlane,
 }
 
 /// The gateway's own AWS and Google identities, loaded at first use.
@@ -93,8 +96,6 @@ pub struct Cloud {
 thread_local! {
     /// Each worker thread's upstream client: its pooled connections live on that thread.
     static HTTP: std::cell::OnceCell<reqwest::Client> = const { std::cell::OnceCell::new() };
-    /// Each worker thread's client for the control plane.
-    static CONTROL: std::cell::OnceCell<reqwest::Client> = const { std::cell::OnceCell::new() };
 }
 
 impl Gateway {
@@ -103,6 +104,7 @@ impl Gateway {
     pub fn new(config: Config) -> Self {
         Gateway {
             lkg: LastKnownGood::new(&config.data_dir, &config.token),
+            control: control::ControlPlane::new(&config.control_plane_url, &config.token),
             body_budget: body::Budget::new(config.max_in_flight_body_bytes),
             config,
             snapshot: ArcSwapOption::empty(),
@@ -148,23 +150,6 @@ impl Gateway {
     pub fn http(&self) -> reqwest::Client {
         let allow_private = self.config.allow_private_targets;
         HTTP.with(|cell| cell.get_or_init(|| upstream_client(allow_private)).clone())
-    }
-
-    /// This thread's client for the control plane, at the operator's URL (often a private
-    /// address, so outside the upstream egress policy): no redirects followed, since every
-    /// call carries the deployment token.
-    pub fn control_http(&self) -> reqwest::Client {
-        CONTROL.with(|cell| {
-            cell.get_or_init(|| {
-                reqwest::Client::builder()
-                    .redirect(reqwest::redirect::Policy::none())
-                    .connect_timeout(Duration::from_secs(10))
-                    .user_agent(concat!("portcullis-gateway/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .unwrap_or_default()
-            })
-            .clone()
-        })
     }
 
     /// How MCP requests reach upstreams over HTTP.
@@ -253,12 +238,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .with_context(|| format!("creating data dir {}", config.data_dir.display()))?;
     let mut gateway = Gateway::new(config);
     let audit_tasks = if gateway.config.audit {
-        let target =
-            audit::ship::Target::new(&gateway.config.control_plane_url, &gateway.config.token);
         let (audit, tasks) = audit::Audit::start(
             &gateway.config.data_dir,
             gateway.config.audit_spool_max_bytes,
-            target,
+            gateway.control.clone(),
         )
         .context("opening the audit spool")?;
         gateway.audit = audit;

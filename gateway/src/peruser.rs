@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderName, HeaderValue};
 use portcullis_shared::snapshot::{CredentialOwner, GetCredentialRequest, GetCredentialResponse};
 
+use crate::control::SyncError;
 use crate::error::GatewayError;
 use crate::request::RequestCtx;
 use crate::Gateway;
@@ -159,39 +160,23 @@ async fn fetch(
     connection_id: &str,
     (subject, agent_id): (&str, &str),
 ) -> Result<GetCredentialResponse, GatewayError> {
-    let url = format!(
-        "{}/svc.sync.v1.SyncService/GetCredential",
-        gw.config.control_plane_url.trim_end_matches('/')
-    );
-    let body = GetCredentialRequest {
+    let request = GetCredentialRequest {
         workspace_id: None,
         owner,
         connection_id: connection_id.to_string(),
         subject: subject.to_string(),
         agent_id: agent_id.to_string(),
     };
-    let unavailable =
-        |why: String| GatewayError::Upstream(format!("the credential could not be fetched: {why}"));
-    let response = gw
-        .control_http()
-        .post(url)
-        .bearer_auth(&gw.config.token)
-        .json(&body)
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .map_err(|_| unavailable("the control plane is unreachable".into()))?;
-    let status = response.status();
-    if !status.is_success() {
+    gw.control.get_credential(&request).await.map_err(|e| {
         // The control plane's reason (a connection not connected yet, …) is the caller's too.
-        let body: serde_json::Value = response.json().await.unwrap_or_default();
-        return Err(unavailable(match body["message"].as_str() {
-            Some(m) => m.to_string(),
-            None => format!("the control plane answered {status}"),
-        }));
-    }
-    response
-        .json()
-        .await
-        .map_err(|e| unavailable(format!("unreadable answer: {e}")))
+        let why = match e {
+            SyncError::Unreachable(_) => "the control plane is unreachable".to_string(),
+            SyncError::Refused {
+                message: Some(m), ..
+            } => m,
+            SyncError::Refused { status, .. } => format!("the control plane answered {status}"),
+            SyncError::Unreadable(e) => format!("unreadable answer: {e}"),
+        };
+        GatewayError::Upstream(format!("the credential could not be fetched: {why}"))
+    })
 }

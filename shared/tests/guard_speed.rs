@@ -5,10 +5,9 @@ use portcullis_shared::api::guards::{GuardAction, GuardKind};
 use portcullis_shared::guard::{config, Detector};
 use serde_json::json;
 
-#[test]
-#[ignore]
-fn ten_guards_on_prose() {
-    let guards = [
+/// The bench's ten guards: (name, kind, action, config).
+fn bench_guards() -> Vec<(&'static str, GuardKind, GuardAction, serde_json::Value)> {
+    vec![
         (
             "tickets",
             GuardKind::Regex,
@@ -64,7 +63,13 @@ fn ten_guards_on_prose() {
             GuardAction::Block,
             json!({}),
         ),
-    ];
+    ]
+}
+
+#[test]
+#[ignore]
+fn ten_guards_on_prose() {
+    let guards = bench_guards();
     let only: Option<String> = std::env::var("ONLY").ok();
     let specs = guards
         .iter()

@@ -56,20 +56,12 @@ impl FakeMcp {
 
     /// Every request's headers, in order.
     pub fn headers(&self) -> Vec<HeaderMap> {
-        self.shared
-            .headers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock(&self.shared.headers).clone()
     }
 
     /// Every authorized JSON-RPC message's method and headers, in order.
     pub fn requests(&self) -> Vec<(String, HeaderMap)> {
-        self.shared
-            .requests
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        lock(&self.shared.requests).clone()
     }
 
     pub fn list_calls(&self) -> u64 {
@@ -82,11 +74,7 @@ impl FakeMcp {
 
     /// Forgets every session: the next request with an old session id gets 404.
     pub fn expire_sessions(&self) {
-        self.shared
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        lock(&self.shared.sessions).clear();
         self.shared.forget.store(true, Ordering::SeqCst);
     }
 }
@@ -95,15 +83,19 @@ fn tool(name: &str) -> Value {
     json!({"name": name, "description": format!("the {name} tool"), "inputSchema": {"type": "object", "properties": {}}})
 }
 
+/// Locks `m`, even when a panic elsewhere poisoned it.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Records the request, checks its key and session, and answers its JSON-RPC message: with
+/// the result as JSON or an event stream, and a session id when it opened one.
 async fn handle(
     State(s): State<Arc<Shared>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    s.headers
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(headers.clone());
+    lock(&s.headers).push(headers.clone());
     let expected = format!("Bearer {}", s.key);
     if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
         return (StatusCode::UNAUTHORIZED, "missing or wrong API key").into_response();
@@ -112,21 +104,15 @@ async fn handle(
         return (StatusCode::BAD_REQUEST, "not JSON").into_response();
     };
     let method = message["method"].as_str().unwrap_or_default().to_string();
-    s.requests
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((method.clone(), headers.clone()));
+    lock(&s.requests).push((method.clone(), headers.clone()));
     let session = headers
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     if method != "initialize" {
-        let known = session.as_ref().is_some_and(|id| {
-            s.sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(id)
-        });
+        let known = session
+            .as_ref()
+            .is_some_and(|id| lock(&s.sessions).contains(id));
         if !known {
             return (StatusCode::NOT_FOUND, "unknown session").into_response();
         }
@@ -139,10 +125,7 @@ async fn handle(
         "initialize" => {
             s.initializes.fetch_add(1, Ordering::SeqCst);
             let sid = uuid::Uuid::new_v4().to_string();
-            s.sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(sid.clone());
+            lock(&s.sessions).push(sid.clone());
             new_session = Some(sid);
             json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}})
         }
@@ -154,30 +137,11 @@ async fn handle(
                 json!({"tools": [tool("whoami"), tool("fail"), tool("structured")], "nextCursor": "2"})
             }
         }
-        "tools/call" => match message["params"]["name"].as_str().unwrap_or_default() {
-            "whoami" => {
-                let seen: serde_json::Map<String, Value> = headers
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or_default())))
-                    .collect();
-                json!({"content": [{"type": "text", "text": serde_json::to_string(&seen).unwrap_or_default()}]})
-            }
-            "fail" => {
-                json!({"content": [{"type": "text", "text": "the tool failed on purpose"}], "isError": true})
-            }
-            "structured" => {
-                json!({"content": [{"type": "text", "text": "{\"temperature\":21}"}], "structuredContent": {"temperature": 21}})
-            }
-            "page2" => json!({"content": [{"type": "text", "text": "from page two"}]}),
-            other => {
-                let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": format!("unknown tool {other}")}});
-                return axum::Json(body).into_response();
-            }
+        "tools/call" => match call(&message, &headers) {
+            Ok(result) => result,
+            Err(error) => return rpc_error(&id, error),
         },
-        _ => {
-            let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}});
-            return axum::Json(body).into_response();
-        }
+        _ => return rpc_error(&id, json!({"code": -32601, "message": "method not found"})),
     };
     let reply = json!({"jsonrpc": "2.0", "id": id, "result": result});
     let mut response = if s.sse {
@@ -194,6 +158,36 @@ async fn handle(
     response
 }
 
+/// A `tools/call` result, or the JSON-RPC error for a tool the server does not have.
+fn call(message: &Value, headers: &HeaderMap) -> Result<Value, Value> {
+    Ok(
+        match message["params"]["name"].as_str().unwrap_or_default() {
+            "whoami" => {
+                let seen: serde_json::Map<String, Value> = headers
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or_default())))
+                    .collect();
+                json!({"content": [{"type": "text", "text": serde_json::to_string(&seen).unwrap_or_default()}]})
+            }
+            "fail" => {
+                json!({"content": [{"type": "text", "text": "the tool failed on purpose"}], "isError": true})
+            }
+            "structured" => {
+                json!({"content": [{"type": "text", "text": "{\"temperature\":21}"}], "structuredContent": {"temperature": 21}})
+            }
+            "page2" => json!({"content": [{"type": "text", "text": "from page two"}]}),
+            other => {
+                return Err(json!({"code": -32602, "message": format!("unknown tool {other}")}))
+            }
+        },
+    )
+}
+
+/// A JSON-RPC error reply to the message `id`.
+fn rpc_error(id: &Value, error: Value) -> Response {
+    axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": error})).into_response()
+}
+
 /// A stateless MCP server answering from memory, for load tests: `initialize`, `tools/list`
 /// (one tool, `echo`) and `tools/call` in JSON, notifications with 202.
 pub fn stateless_router() -> Router {
@@ -208,11 +202,13 @@ async fn stateless(body: axum::body::Bytes) -> Response {
         return StatusCode::ACCEPTED.into_response();
     };
     let result = match message["method"].as_str().unwrap_or_default() {
-        "initialize" => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "bench", "version": "1"}}),
+        "initialize" => {
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "bench", "version": "1"}})
+        }
         "tools/list" => json!({"tools": [tool("echo")]}),
         "tools/call" => json!({"content": [{"type": "text", "text": "ok"}]}),
         "ping" => json!({}),
-        _ => return axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}})).into_response(),
+        _ => return rpc_error(&id, json!({"code": -32601, "message": "method not found"})),
     };
     axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
 }

@@ -48,6 +48,32 @@ pub struct AgentFields {
     pub actas_config_name: Option<String>,
 }
 
+/// The `--clear-*` flags of `agent update`: which lists it sends empty.
+#[derive(Debug, Args, Default)]
+pub struct AgentClears {
+    /// Empty the allowed pools.
+    #[arg(long, conflicts_with = "pools")]
+    pub clear_pools: bool,
+    /// Empty the allowed direct models.
+    #[arg(long, conflicts_with = "models")]
+    pub clear_models: bool,
+    /// Empty the allowed tools.
+    #[arg(long, conflicts_with = "tools")]
+    pub clear_tools: bool,
+    /// Withdraw every gateway grant.
+    #[arg(long, conflicts_with = "gateways")]
+    pub clear_gateways: bool,
+    /// Empty the act-as groups.
+    #[arg(long, conflicts_with = "actas_groups")]
+    pub clear_actas_groups: bool,
+    /// Empty the act-as emails.
+    #[arg(long, conflicts_with = "actas_emails")]
+    pub clear_actas_emails: bool,
+    /// Empty the act-as subjects.
+    #[arg(long, conflicts_with = "actas_subjects")]
+    pub clear_actas_subjects: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum AgentCmd {
     /// Register an agent.
@@ -77,27 +103,8 @@ pub enum AgentCmd {
         /// true | false
         #[arg(long)]
         interactive_access: Option<bool>,
-        /// Empty the allowed pools.
-        #[arg(long, conflicts_with = "pools")]
-        clear_pools: bool,
-        /// Empty the allowed direct models.
-        #[arg(long, conflicts_with = "models")]
-        clear_models: bool,
-        /// Empty the allowed tools.
-        #[arg(long, conflicts_with = "tools")]
-        clear_tools: bool,
-        /// Withdraw every gateway grant.
-        #[arg(long, conflicts_with = "gateways")]
-        clear_gateways: bool,
-        /// Empty the act-as groups.
-        #[arg(long, conflicts_with = "actas_groups")]
-        clear_actas_groups: bool,
-        /// Empty the act-as emails.
-        #[arg(long, conflicts_with = "actas_emails")]
-        clear_actas_emails: bool,
-        /// Empty the act-as subjects.
-        #[arg(long, conflicts_with = "actas_subjects")]
-        clear_actas_subjects: bool,
+        #[command(flatten)]
+        clear: AgentClears,
     },
     /// Show one agent, with the endpoints of its gateway.
     Get {

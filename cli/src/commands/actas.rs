@@ -4,7 +4,6 @@
 use portcullis_shared::api::actas::*;
 use portcullis_shared::api::service::{AGENTS, MGMT};
 use portcullis_shared::api::workspace::{UpdateWorkspaceRequest, WorkspaceResponse};
-use portcullis_shared::api::Empty;
 
 use crate::args::{ActAsProviderCmd, WorkspaceCmd};
 use crate::ctx::{Ctx, Reply};
@@ -92,36 +91,39 @@ pub async fn run(ctx: &Ctx, cmd: ActAsProviderCmd) -> anyhow::Result<()> {
             let req = ListActAsProvidersRequest { workspace_id };
             let reply: Reply<ListActAsProvidersResponse> =
                 ctx.send(AGENTS, "ListActAsProviders", &req).await?;
-            ctx.print(&reply, |r| {
-                let rows = r
-                    .providers
-                    .iter()
-                    .map(|p| {
-                        vec![
-                            p.name.clone(),
-                            p.provider_id.clone(),
-                            p.method.as_str().to_string(),
-                            p.issuer.clone().unwrap_or_default(),
-                            p.agent_count.to_string(),
-                        ]
-                    })
-                    .collect();
-                output::table(&["name", "id", "method", "issuer", "agents"], rows);
-            });
+            ctx.print(&reply, table);
             return Ok(());
         }
         ActAsProviderCmd::Delete { provider } => {
+            let message = format!("Deleted act-as provider {provider}.");
             let req = ActAsProviderRefRequest {
                 workspace_id,
-                provider_id: provider.clone(),
+                provider_id: provider,
             };
-            let reply: Reply<Empty> = ctx.send(AGENTS, "DeleteActAsProvider", &req).await?;
-            ctx.done(&reply, &format!("Deleted act-as provider {provider}."));
-            return Ok(());
+            return ctx
+                .send_done(AGENTS, "DeleteActAsProvider", &req, &message)
+                .await;
         }
     };
     ctx.print(&reply, |r| show(&r.provider));
     Ok(())
+}
+
+fn table(r: &ListActAsProvidersResponse) {
+    let rows = r
+        .providers
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.provider_id.clone(),
+                p.method.as_str().to_string(),
+                p.issuer.clone().unwrap_or_default(),
+                p.agent_count.to_string(),
+            ]
+        })
+        .collect();
+    output::table(&["name", "id", "method", "issuer", "agents"], rows);
 }
 
 pub async fn workspace(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {

@@ -2,7 +2,6 @@
 
 use portcullis_shared::api::service::MGMT;
 use portcullis_shared::api::workspace::*;
-use portcullis_shared::api::Empty;
 
 use crate::args::{DeploymentCmd, PlatformKeyCmd};
 use crate::ctx::{Ctx, Reply};
@@ -45,12 +44,13 @@ pub async fn deployment(ctx: &Ctx, cmd: DeploymentCmd) -> anyhow::Result<()> {
             });
         }
         DeploymentCmd::Revoke { deployment_id } => {
+            let message = format!("Revoked deployment {deployment_id}.");
             let req = RevokeDeploymentRequest {
                 workspace_id,
-                deployment_id: deployment_id.clone(),
+                deployment_id,
             };
-            let reply: Reply<Empty> = ctx.send(MGMT, "RevokeDeployment", &req).await?;
-            ctx.done(&reply, &format!("Revoked deployment {deployment_id}."));
+            ctx.send_done(MGMT, "RevokeDeployment", &req, &message)
+                .await?;
         }
     }
     Ok(())
@@ -114,12 +114,13 @@ pub async fn platform_key(ctx: &Ctx, cmd: PlatformKeyCmd) -> anyhow::Result<()> 
             });
         }
         PlatformKeyCmd::Revoke { key_id } => {
+            let message = format!("Revoked platform key {key_id}.");
             let req = RevokePlatformKeyRequest {
                 workspace_id,
-                key_id: key_id.clone(),
+                key_id,
             };
-            let reply: Reply<Empty> = ctx.send(MGMT, "RevokePlatformKey", &req).await?;
-            ctx.done(&reply, &format!("Revoked platform key {key_id}."));
+            ctx.send_done(MGMT, "RevokePlatformKey", &req, &message)
+                .await?;
         }
     }
     Ok(())

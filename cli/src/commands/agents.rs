@@ -10,21 +10,10 @@ use portcullis_shared::api::service::AGENTS;
 use portcullis_shared::api::Endpoints;
 use serde_json::{Map, Value};
 
-use crate::args::{AgentCmd, AgentFields, GrantCmd};
+use crate::args::{AgentClears, AgentCmd, AgentFields, GrantCmd};
 use crate::ctx::{Ctx, Kind, Reply};
 use crate::output::{self, Lines};
-
-/// Which lists `agent update` sends empty.
-#[derive(Debug, Default)]
-struct Clear {
-    pools: bool,
-    models: bool,
-    tools: bool,
-    gateways: bool,
-    groups: bool,
-    emails: bool,
-    subjects: bool,
-}
+use crate::parse::list_change;
 
 /// The fields register and update share, as the requests carry them.
 #[derive(Debug, Default)]
@@ -39,12 +28,8 @@ struct Fields {
     subjects: Option<Vec<String>>,
 }
 
-/// A list flag: `Some` when values were given (replacing the list) or it is cleared.
-fn list(values: Vec<String>, clear: bool) -> Option<Vec<String>> {
-    (clear || !values.is_empty()).then_some(values)
-}
-
-async fn fields(ctx: &Ctx, f: &mut AgentFields, clear: Clear) -> anyhow::Result<Fields> {
+/// The shared fields from the flags, gateways resolved to ids; `clear` empties lists.
+async fn fields(ctx: &Ctx, f: &mut AgentFields, clear: AgentClears) -> anyhow::Result<Fields> {
     let metadata = match &f.metadata {
         Some(text) => match serde_json::from_str(text).context("--metadata is not valid JSON")? {
             Value::Object(map) => Some(map),
@@ -58,13 +43,22 @@ async fn fields(ctx: &Ctx, f: &mut AgentFields, clear: Clear) -> anyhow::Result<
     }
     Ok(Fields {
         metadata,
-        pools: list(std::mem::take(&mut f.pools), clear.pools),
-        models: list(std::mem::take(&mut f.models), clear.models),
-        tools: list(std::mem::take(&mut f.tools), clear.tools),
-        gateway_ids: list(gateway_ids, clear.gateways),
-        groups: list(std::mem::take(&mut f.actas_groups), clear.groups),
-        emails: list(std::mem::take(&mut f.actas_emails), clear.emails),
-        subjects: list(std::mem::take(&mut f.actas_subjects), clear.subjects),
+        pools: list_change(std::mem::take(&mut f.pools), clear.clear_pools),
+        models: list_change(std::mem::take(&mut f.models), clear.clear_models),
+        tools: list_change(std::mem::take(&mut f.tools), clear.clear_tools),
+        gateway_ids: list_change(gateway_ids, clear.clear_gateways),
+        groups: list_change(
+            std::mem::take(&mut f.actas_groups),
+            clear.clear_actas_groups,
+        ),
+        emails: list_change(
+            std::mem::take(&mut f.actas_emails),
+            clear.clear_actas_emails,
+        ),
+        subjects: list_change(
+            std::mem::take(&mut f.actas_subjects),
+            clear.clear_actas_subjects,
+        ),
     })
 }
 
@@ -74,106 +68,45 @@ pub async fn run(ctx: &Ctx, cmd: AgentCmd) -> anyhow::Result<()> {
         AgentCmd::Register {
             name,
             parent,
-            fields: mut f,
+            fields,
             actas_required,
             interactive_access,
         } => {
-            let c = fields(ctx, &mut f, Clear::default()).await?;
-            let req = RegisterAgentRequest {
+            register(
+                ctx,
                 workspace_id,
                 name,
-                parent_id: parent,
-                metadata: c.metadata,
-                token_ttl: f.token_ttl,
-                allowed_pool_names: c.pools,
-                allowed_direct_model_names: c.models,
-                allowed_tools: c.tools,
-                allowed_gateway_ids: c.gateway_ids,
-                actas_allowed_groups: c.groups,
-                actas_allowed_emails: c.emails,
-                actas_allowed_subjects: c.subjects,
-                actas_method: f.actas_method.as_deref().and_then(ActAsMethod::parse),
-                actas_required: actas_required.then_some(true),
-                actas_provider_id: f.actas_provider_id,
-                actas_oidc_url: f.actas_oidc_url,
-                actas_hmac_secret: f.actas_hmac_secret,
-                actas_config_name: f.actas_config_name,
-                interactive_access: interactive_access.then_some(true),
-            };
-            let reply: Reply<AgentResponse> = ctx.send(AGENTS, "RegisterAgent", &req).await?;
-            ctx.print(&reply, |r| show(&r.agent, None, None));
+                parent,
+                fields,
+                actas_required,
+                interactive_access,
+            )
+            .await?
         }
         AgentCmd::Update {
             agent,
-            fields: mut f,
+            fields,
             actas_required,
             interactive_access,
-            clear_pools,
-            clear_models,
-            clear_tools,
-            clear_gateways,
-            clear_actas_groups,
-            clear_actas_emails,
-            clear_actas_subjects,
+            clear,
         } => {
-            let clear = Clear {
-                pools: clear_pools,
-                models: clear_models,
-                tools: clear_tools,
-                gateways: clear_gateways,
-                groups: clear_actas_groups,
-                emails: clear_actas_emails,
-                subjects: clear_actas_subjects,
-            };
-            let c = fields(ctx, &mut f, clear).await?;
-            let req = UpdateAgentRequest {
+            update(
+                ctx,
                 workspace_id,
-                agent_id: agent,
-                metadata: c.metadata,
-                token_ttl: f.token_ttl,
-                allowed_pool_names: c.pools,
-                allowed_direct_model_names: c.models,
-                allowed_tools: c.tools,
-                allowed_gateway_ids: c.gateway_ids,
-                actas_allowed_groups: c.groups,
-                actas_allowed_emails: c.emails,
-                actas_allowed_subjects: c.subjects,
-                actas_method: f.actas_method,
+                agent,
+                fields,
                 actas_required,
-                actas_provider_id: f.actas_provider_id,
-                actas_oidc_url: f.actas_oidc_url,
-                actas_hmac_secret: f.actas_hmac_secret,
-                actas_config_name: f.actas_config_name,
                 interactive_access,
-            };
-            let reply: Reply<AgentResponse> = ctx.send(AGENTS, "UpdateAgent", &req).await?;
-            ctx.print(&reply, |r| show(&r.agent, None, None));
+                clear,
+            )
+            .await?
         }
-        AgentCmd::Get { agent, gateway } => {
-            let req = GetAgentRequest {
-                workspace_id,
-                agent_id: agent,
-                gateway_id: ctx.gateway_opt(gateway).await?,
-            };
-            let reply: Reply<GetAgentResponse> = ctx.send(AGENTS, "GetAgent", &req).await?;
-            ctx.print(&reply, |r| {
-                show(&r.agent, r.gateway_id.as_deref(), r.endpoints.as_ref())
-            });
-        }
+        AgentCmd::Get { agent, gateway } => get(ctx, workspace_id, agent, gateway).await?,
         AgentCmd::List {
             status,
             limit,
             offset,
-        } => {
-            let req = ListAgentsRequest {
-                workspace_id,
-                status,
-                limit,
-                offset,
-            };
-            let reply: Reply<ListAgentsResponse> = ctx.send(AGENTS, "ListAgents", &req).await?;
-            ctx.print(&reply, table);
-        }
+        } => list(ctx, workspace_id, status, limit, offset).await?,
         AgentCmd::Grants(cmd) => grants(ctx, workspace_id, cmd).await?,
         AgentCmd::Reach => {
             let req = ListToolReachRequest { workspace_id };
@@ -189,35 +122,154 @@ pub async fn run(ctx: &Ctx, cmd: AgentCmd) -> anyhow::Result<()> {
         AgentCmd::Revoke { agent, reason } => {
             lifecycle(ctx, "RevokeAgent", workspace_id, agent, reason, false).await?
         }
-        AgentCmd::Reactivate { agent } => {
-            let req = ReactivateAgentRequest {
-                workspace_id,
-                agent_id: agent,
-            };
-            let reply: Reply<AgentLifecycleResponse> =
-                ctx.send(AGENTS, "ReactivateAgent", &req).await?;
-            ctx.print(&reply, |r| show(&r.agent, None, None));
-        }
+        AgentCmd::Reactivate { agent } => reactivate(ctx, workspace_id, agent).await?,
         AgentCmd::Delete {
             agent,
             reason,
             cascade,
-        } => {
-            let req = AgentLifecycleRequest {
-                workspace_id,
-                agent_id: agent,
-                reason,
-                cascade,
-            };
-            let reply: Reply<DeleteAgentResponse> = ctx.send(AGENTS, "DeleteAgent", &req).await?;
-            ctx.print(&reply, |r| {
-                output::line(&format!("Deleted {} agent(s):", r.deleted_agent_ids.len()));
-                for id in &r.deleted_agent_ids {
-                    output::line(&format!("  {id}"));
-                }
-            });
-        }
+        } => delete(ctx, workspace_id, agent, reason, cascade).await?,
     }
+    Ok(())
+}
+
+/// `agent register`.
+async fn register(
+    ctx: &Ctx,
+    workspace_id: String,
+    name: String,
+    parent: Option<String>,
+    mut f: AgentFields,
+    actas_required: bool,
+    interactive_access: bool,
+) -> anyhow::Result<()> {
+    let c = fields(ctx, &mut f, AgentClears::default()).await?;
+    let req = RegisterAgentRequest {
+        workspace_id,
+        name,
+        parent_id: parent,
+        metadata: c.metadata,
+        token_ttl: f.token_ttl,
+        allowed_pool_names: c.pools,
+        allowed_direct_model_names: c.models,
+        allowed_tools: c.tools,
+        allowed_gateway_ids: c.gateway_ids,
+        actas_allowed_groups: c.groups,
+        actas_allowed_emails: c.emails,
+        actas_allowed_subjects: c.subjects,
+        actas_method: f.actas_method.as_deref().and_then(ActAsMethod::parse),
+        actas_required: actas_required.then_some(true),
+        actas_provider_id: f.actas_provider_id,
+        actas_oidc_url: f.actas_oidc_url,
+        actas_hmac_secret: f.actas_hmac_secret,
+        actas_config_name: f.actas_config_name,
+        interactive_access: interactive_access.then_some(true),
+    };
+    let reply: Reply<AgentResponse> = ctx.send(AGENTS, "RegisterAgent", &req).await?;
+    ctx.print(&reply, |r| show(&r.agent, None, None));
+    Ok(())
+}
+
+/// `agent update`: what is not given stays; a list flag replaces the list, `clear` empties it.
+async fn update(
+    ctx: &Ctx,
+    workspace_id: String,
+    agent: String,
+    mut f: AgentFields,
+    actas_required: Option<bool>,
+    interactive_access: Option<bool>,
+    clear: AgentClears,
+) -> anyhow::Result<()> {
+    let c = fields(ctx, &mut f, clear).await?;
+    let req = UpdateAgentRequest {
+        workspace_id,
+        agent_id: agent,
+        metadata: c.metadata,
+        token_ttl: f.token_ttl,
+        allowed_pool_names: c.pools,
+        allowed_direct_model_names: c.models,
+        allowed_tools: c.tools,
+        allowed_gateway_ids: c.gateway_ids,
+        actas_allowed_groups: c.groups,
+        actas_allowed_emails: c.emails,
+        actas_allowed_subjects: c.subjects,
+        actas_method: f.actas_method,
+        actas_required,
+        actas_provider_id: f.actas_provider_id,
+        actas_oidc_url: f.actas_oidc_url,
+        actas_hmac_secret: f.actas_hmac_secret,
+        actas_config_name: f.actas_config_name,
+        interactive_access,
+    };
+    let reply: Reply<AgentResponse> = ctx.send(AGENTS, "UpdateAgent", &req).await?;
+    ctx.print(&reply, |r| show(&r.agent, None, None));
+    Ok(())
+}
+
+/// `agent get`: the agent, with the endpoints of its gateway (or of `gateway`).
+async fn get(
+    ctx: &Ctx,
+    workspace_id: String,
+    agent: String,
+    gateway: Option<String>,
+) -> anyhow::Result<()> {
+    let req = GetAgentRequest {
+        workspace_id,
+        agent_id: agent,
+        gateway_id: ctx.gateway_opt(gateway).await?,
+    };
+    let reply: Reply<GetAgentResponse> = ctx.send(AGENTS, "GetAgent", &req).await?;
+    ctx.print(&reply, |r| {
+        show(&r.agent, r.gateway_id.as_deref(), r.endpoints.as_ref())
+    });
+    Ok(())
+}
+
+/// `agent list`: one page of agents.
+async fn list(
+    ctx: &Ctx,
+    workspace_id: String,
+    status: Option<AgentStatus>,
+    limit: Option<u32>,
+    offset: Option<u32>,
+) -> anyhow::Result<()> {
+    let req = ListAgentsRequest {
+        workspace_id,
+        status,
+        limit,
+        offset,
+    };
+    let reply: Reply<ListAgentsResponse> = ctx.send(AGENTS, "ListAgents", &req).await?;
+    ctx.print(&reply, table);
+    Ok(())
+}
+
+/// `agent reactivate`: a suspended agent becomes active again.
+async fn reactivate(ctx: &Ctx, workspace_id: String, agent: String) -> anyhow::Result<()> {
+    let req = ReactivateAgentRequest {
+        workspace_id,
+        agent_id: agent,
+    };
+    let reply: Reply<AgentLifecycleResponse> = ctx.send(AGENTS, "ReactivateAgent", &req).await?;
+    ctx.print(&reply, |r| show(&r.agent, None, None));
+    Ok(())
+}
+
+/// `agent delete`: prints every agent deleted.
+async fn delete(
+    ctx: &Ctx,
+    workspace_id: String,
+    agent: String,
+    reason: Option<String>,
+    cascade: bool,
+) -> anyhow::Result<()> {
+    let req = AgentLifecycleRequest {
+        workspace_id,
+        agent_id: agent,
+        reason,
+        cascade,
+    };
+    let reply: Reply<DeleteAgentResponse> = ctx.send(AGENTS, "DeleteAgent", &req).await?;
+    ctx.print(&reply, deleted);
     Ok(())
 }
 
@@ -288,6 +340,14 @@ fn lines(a: &Agent, gateway_id: Option<&str>, endpoints: Option<&Endpoints>) -> 
             endpoints.map(|e| &e.anthropic_base_url),
         )
         .opt("mcp url", endpoints.map(|e| &e.mcp_url))
+}
+
+/// What `agent delete` deleted: the agent and, with `--cascade`, its descendants.
+fn deleted(r: &DeleteAgentResponse) {
+    output::line(&format!("Deleted {} agent(s):", r.deleted_agent_ids.len()));
+    for id in &r.deleted_agent_ids {
+        output::line(&format!("  {id}"));
+    }
 }
 
 fn nonempty(list: &[String]) -> Option<String> {
@@ -391,16 +451,4 @@ fn reach_table(r: &ListToolReachResponse) {
         })
         .collect();
     output::table(&["agent", "status", "tools"], rows);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::list;
-
-    #[test]
-    fn lists_replace_or_clear_or_stay() {
-        assert_eq!(list(vec![], false), None);
-        assert_eq!(list(vec![], true), Some(vec![]));
-        assert_eq!(list(vec!["a".into()], false), Some(vec!["a".into()]));
-    }
 }

@@ -5,12 +5,12 @@ use std::io::Read as _;
 use anyhow::Context as _;
 use portcullis_shared::api::guards::*;
 use portcullis_shared::api::service::RULES;
-use portcullis_shared::api::Empty;
 use serde_json::{json, Value};
 
 use crate::args::{GuardCmd, GuardFields};
 use crate::ctx::{Ctx, Reply};
 use crate::output::{self, Lines};
+use crate::parse;
 
 /// The kind and config the flags give: `--config` as sent, or one of `--pattern`,
 /// `--keyword`, `--pii-type`, which also imply the kind when `--kind` is not given.
@@ -130,16 +130,13 @@ pub async fn run(ctx: &Ctx, cmd: GuardCmd) -> anyhow::Result<()> {
                 kind,
                 action: fields.action,
                 config,
-                enabled: (enable || disable).then_some(enable),
+                enabled: parse::toggle(enable, disable),
                 scope,
             };
             ctx.send(RULES, "UpdateGuard", &req).await?
         }
         GuardCmd::Get { guard } => {
-            let req = GuardRefRequest {
-                workspace_id,
-                guard_id: guard,
-            };
+            let req = guard_ref(workspace_id, guard);
             ctx.send(RULES, "GetGuard", &req).await?
         }
         GuardCmd::List { stage } => {
@@ -148,37 +145,13 @@ pub async fn run(ctx: &Ctx, cmd: GuardCmd) -> anyhow::Result<()> {
                 stage,
             };
             let reply: Reply<ListGuardsResponse> = ctx.send(RULES, "ListGuards", &req).await?;
-            ctx.print(&reply, |r| {
-                let rows = r
-                    .guards
-                    .iter()
-                    .map(|g| {
-                        vec![
-                            g.name.clone(),
-                            g.guard_id.clone(),
-                            g.stage.as_str().to_string(),
-                            g.kind.as_str().to_string(),
-                            g.action.as_str().to_string(),
-                            output::yes(g.enabled).to_string(),
-                            describe_scope(&g.scope),
-                        ]
-                    })
-                    .collect();
-                output::table(
-                    &["name", "id", "stage", "kind", "action", "enabled", "scope"],
-                    rows,
-                );
-            });
+            ctx.print(&reply, table);
             return Ok(());
         }
         GuardCmd::Delete { guard } => {
-            let req = GuardRefRequest {
-                workspace_id,
-                guard_id: guard.clone(),
-            };
-            let reply: Reply<Empty> = ctx.send(RULES, "DeleteGuard", &req).await?;
-            ctx.done(&reply, &format!("Deleted guard {guard}."));
-            return Ok(());
+            let message = format!("Deleted guard {guard}.");
+            let req = guard_ref(workspace_id, guard);
+            return ctx.send_done(RULES, "DeleteGuard", &req, &message).await;
         }
         GuardCmd::Test { guard, sample: s } => {
             let req = TestGuardRequest {
@@ -187,23 +160,55 @@ pub async fn run(ctx: &Ctx, cmd: GuardCmd) -> anyhow::Result<()> {
                 sample: sample(s)?,
             };
             let reply: Reply<TestGuardResponse> = ctx.send(RULES, "TestGuard", &req).await?;
-            ctx.print(&reply, |r| {
-                Lines::new()
-                    .add("blocked", output::yes(r.blocked))
-                    .add("matches", r.matches.len())
-                    .print();
-                for m in &r.matches {
-                    output::line(&format!("  {} at {}..{}", m.kind, m.start, m.end));
-                }
-                if !r.blocked {
-                    output::line(&format!("output: {}", r.output));
-                }
-            });
+            ctx.print(&reply, show_test);
             return Ok(());
         }
     };
     ctx.print(&reply, |r| show(&r.guard));
     Ok(())
+}
+
+fn guard_ref(workspace_id: String, guard_id: String) -> GuardRefRequest {
+    GuardRefRequest {
+        workspace_id,
+        guard_id,
+    }
+}
+
+fn table(r: &ListGuardsResponse) {
+    let rows = r
+        .guards
+        .iter()
+        .map(|g| {
+            vec![
+                g.name.clone(),
+                g.guard_id.clone(),
+                g.stage.as_str().to_string(),
+                g.kind.as_str().to_string(),
+                g.action.as_str().to_string(),
+                output::yes(g.enabled).to_string(),
+                describe_scope(&g.scope),
+            ]
+        })
+        .collect();
+    output::table(
+        &["name", "id", "stage", "kind", "action", "enabled", "scope"],
+        rows,
+    );
+}
+
+/// What `guard test` found in the sample, and the output when it was not blocked.
+fn show_test(r: &TestGuardResponse) {
+    Lines::new()
+        .add("blocked", output::yes(r.blocked))
+        .add("matches", r.matches.len())
+        .print();
+    for m in &r.matches {
+        output::line(&format!("  {} at {}..{}", m.kind, m.start, m.end));
+    }
+    if !r.blocked {
+        output::line(&format!("output: {}", r.output));
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 
 use portcullis_shared::api::agents::*;
 use portcullis_shared::api::service::AGENTS;
-use portcullis_shared::api::Empty;
 
 use crate::args::KeyCmd;
 use crate::ctx::{Ctx, Reply};
@@ -55,14 +54,15 @@ pub async fn run(ctx: &Ctx, cmd: KeyCmd) -> anyhow::Result<()> {
             ctx.send(AGENTS, "RotateAgentKey", &req).await?
         }
         KeyCmd::Revoke { agent, name } => {
+            let message = format!("Revoked key {name} of agent {agent}.");
             let req = RevokeAgentKeyRequest {
                 workspace_id,
-                agent_id: agent.clone(),
-                key_name: name.clone(),
+                agent_id: agent,
+                key_name: name,
             };
-            let reply: Reply<Empty> = ctx.send(AGENTS, "RevokeAgentKey", &req).await?;
-            ctx.done(&reply, &format!("Revoked key {name} of agent {agent}."));
-            return Ok(());
+            return ctx
+                .send_done(AGENTS, "RevokeAgentKey", &req, &message)
+                .await;
         }
         KeyCmd::Exchange { .. } => {
             anyhow::bail!("portcullis key exchange runs with the agent's key, before any platform key is read")

@@ -6,7 +6,6 @@ use anyhow::{bail, Context as _};
 use portcullis_shared::api::gateways::{AddGatewayModelRequest, GatewayResponse};
 use portcullis_shared::api::models::*;
 use portcullis_shared::api::service::MGMT;
-use portcullis_shared::api::Empty;
 use serde_json::{Map, Value};
 
 use crate::args::{ModelCmd, ModelConfig};
@@ -45,15 +44,10 @@ pub async fn run(ctx: &Ctx, cmd: ModelCmd) -> anyhow::Result<()> {
             Ok(())
         }
         ModelCmd::Remove { model } => {
-            let reply: Reply<Empty> = ctx
-                .send(
-                    MGMT,
-                    "DeleteLLMModelConnection",
-                    &id_request(ctx, &model).await?,
-                )
-                .await?;
-            ctx.done(&reply, &format!("Removed model {model}."));
-            Ok(())
+            let req = id_request(ctx, &model).await?;
+            let message = format!("Removed model {model}.");
+            ctx.send_done(MGMT, "DeleteLLMModelConnection", &req, &message)
+                .await
         }
         ModelCmd::OauthConnect { model } => {
             let reply: Reply<BeginOAuthConnectResponse> = ctx
@@ -72,14 +66,10 @@ pub async fn run(ctx: &Ctx, cmd: ModelCmd) -> anyhow::Result<()> {
             Ok(())
         }
         ModelCmd::OauthDisconnect { model } => {
-            let reply: Reply<Empty> = ctx
-                .send(MGMT, "DisconnectLLMOAuth", &id_request(ctx, &model).await?)
-                .await?;
-            ctx.done(
-                &reply,
-                &format!("Disconnected the OAuth grant of model {model}."),
-            );
-            Ok(())
+            let req = id_request(ctx, &model).await?;
+            let message = format!("Disconnected the OAuth grant of model {model}.");
+            ctx.send_done(MGMT, "DisconnectLLMOAuth", &req, &message)
+                .await
         }
     }
 }

@@ -2,7 +2,6 @@
 
 use portcullis_shared::api::pools::*;
 use portcullis_shared::api::service::MGMT;
-use portcullis_shared::api::Empty;
 
 use crate::args::PoolCmd;
 use crate::ctx::{Ctx, Kind, Reply};
@@ -59,10 +58,7 @@ pub async fn run(ctx: &Ctx, cmd: PoolCmd) -> anyhow::Result<()> {
             ctx.send(MGMT, "UpdateLLMPool", &req).await?
         }
         PoolCmd::Get { pool } => {
-            let req = PoolIdRequest {
-                workspace_id,
-                pool_id: ctx.resolve(Kind::Pool, &pool).await?,
-            };
+            let req = id_request(ctx, workspace_id, &pool).await?;
             ctx.send(MGMT, "GetLLMPool", &req).await?
         }
         PoolCmd::List => {
@@ -72,13 +68,9 @@ pub async fn run(ctx: &Ctx, cmd: PoolCmd) -> anyhow::Result<()> {
             return Ok(());
         }
         PoolCmd::Remove { pool } => {
-            let req = PoolIdRequest {
-                workspace_id,
-                pool_id: ctx.resolve(Kind::Pool, &pool).await?,
-            };
-            let reply: Reply<Empty> = ctx.send(MGMT, "DeleteLLMPool", &req).await?;
-            ctx.done(&reply, &format!("Removed pool {pool}."));
-            return Ok(());
+            let req = id_request(ctx, workspace_id, &pool).await?;
+            let message = format!("Removed pool {pool}.");
+            return ctx.send_done(MGMT, "DeleteLLMPool", &req, &message).await;
         }
         PoolCmd::MemberAdd {
             pool,
@@ -106,6 +98,14 @@ pub async fn run(ctx: &Ctx, cmd: PoolCmd) -> anyhow::Result<()> {
     };
     ctx.print(&reply, |r| show(&r.pool));
     Ok(())
+}
+
+/// A request naming one pool, by its name or id.
+async fn id_request(ctx: &Ctx, workspace_id: String, pool: &str) -> anyhow::Result<PoolIdRequest> {
+    Ok(PoolIdRequest {
+        workspace_id,
+        pool_id: ctx.resolve(Kind::Pool, pool).await?,
+    })
 }
 
 fn member_text(members: &[PoolMember]) -> String {

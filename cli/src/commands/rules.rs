@@ -3,7 +3,6 @@
 use anyhow::Context as _;
 use portcullis_shared::api::rules::*;
 use portcullis_shared::api::service::RULES;
-use portcullis_shared::api::Empty;
 
 use crate::args::RulesCmd;
 use crate::ctx::{Ctx, Kind, Reply};
@@ -65,12 +64,13 @@ pub async fn run(ctx: &Ctx, cmd: RulesCmd) -> anyhow::Result<()> {
             ctx.print(&reply, |r| table(&r.bundles));
         }
         RulesCmd::Delete { bundle_id } => {
+            let message = format!("Deleted rule bundle {bundle_id}.");
             let req = DeleteRuleBundleRequest {
                 workspace_id,
-                bundle_id: bundle_id.clone(),
+                bundle_id,
             };
-            let reply: Reply<Empty> = ctx.send(RULES, "DeleteRuleBundle", &req).await?;
-            ctx.done(&reply, &format!("Deleted rule bundle {bundle_id}."));
+            ctx.send_done(RULES, "DeleteRuleBundle", &req, &message)
+                .await?;
         }
     }
     Ok(())

@@ -121,165 +121,31 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
             name,
             fields,
             gateways,
-        } => {
-            let protocol = fields
-                .protocol
-                .clone()
-                .unwrap_or_else(|| "streamable-http".into());
-            let mut body = json!({"name": name, "protocol": protocol, "protocol_config": protocol_config(&fields, &protocol, Map::new())?});
-            auth(&mut body, &fields)?;
-            let s = secrets(&fields)?;
-            if !s.is_empty() {
-                body["secret_values"] = Value::Object(s);
-            }
-            if !fields.write_tools.is_empty() {
-                body["write_tools"] = json!(fields.write_tools);
-            }
-            let mut reply = ctx.mgmt("CreateMCPServerConnection", body).await?;
-            let id = reply["connection_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            for g in gateways {
-                let gateway_id = ctx.resolve(Kind::Gateway, &g).await?;
-                ctx.mgmt(
-                    "AddGatewayToolSource",
-                    json!({"gateway_id": gateway_id, "connection_id": id}),
-                )
-                .await?;
-                reply = ctx
-                    .mgmt("GetMCPServerConnection", json!({"connection_id": id}))
-                    .await?;
-            }
-            reply
-        }
-        ToolCmd::Update { tool, name, fields } => {
-            let id = ctx.resolve(Kind::Tool, &tool).await?;
-            let stored = ctx
-                .mgmt("GetMCPServerConnection", json!({"connection_id": id}))
-                .await?;
-            let protocol = fields.protocol.clone().unwrap_or_else(|| {
-                stored["tool"]["protocol"]
-                    .as_str()
-                    .unwrap_or("streamable-http")
-                    .to_string()
-            });
-            let base = stored["tool"]["protocol_config"]
-                .as_object()
-                .cloned()
-                .unwrap_or_default();
-            let config = protocol_config(&fields, &protocol, base)?;
-            let s = secrets(&fields)?;
-            let mut changes = json!({});
-            auth(&mut changes, &fields)?;
-            update_with(ctx, &id, &stored, |body| {
-                body["protocol"] = json!(protocol);
-                body["protocol_config"] = config;
-                if let Some(n) = name {
-                    body["name"] = json!(n);
-                }
-                if let (Some(body), Value::Object(changes)) = (body.as_object_mut(), changes) {
-                    body.extend(changes);
-                }
-                if !s.is_empty() {
-                    body["secret_values"] = Value::Object(s);
-                }
-                if !fields.write_tools.is_empty() {
-                    body["write_tools"] = json!(fields.write_tools);
-                }
-            })
-            .await?
-        }
-        ToolCmd::Get { tool } => {
-            ctx.mgmt(
-                "GetMCPServerConnection",
-                json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?}),
-            )
-            .await?
-        }
-        ToolCmd::List => {
-            let reply = ctx.mgmt("ListMCPServerConnections", json!({})).await?;
-            output::list(
-                ctx.json,
-                &reply,
-                "tools",
-                &[
-                    "/name",
-                    "/connection_id",
-                    "/protocol",
-                    "/auth_method",
-                    "/tool_count",
-                ],
-            );
-            return Ok(());
-        }
+        } => add(ctx, name, &fields, gateways).await?,
+        ToolCmd::Update { tool, name, fields } => update(ctx, &tool, name, &fields).await?,
+        ToolCmd::Get { tool } => on_tool(ctx, "GetMCPServerConnection", &tool, json!({})).await?,
+        ToolCmd::List => return list(ctx).await,
         ToolCmd::Remove { tool } => {
-            let reply = ctx
-                .mgmt(
-                    "DeleteMCPServerConnection",
-                    json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?}),
-                )
-                .await?;
+            let reply = on_tool(ctx, "DeleteMCPServerConnection", &tool, json!({})).await?;
             done(ctx, &reply, &format!("Removed tool {tool}."));
             return Ok(());
         }
-        ToolCmd::Catalog => {
-            let reply = ctx.mgmt("ListCatalogServices", json!({})).await?;
-            output::list(
-                ctx.json,
-                &reply,
-                "services",
-                &[
-                    "/slug",
-                    "/version",
-                    "/auth_method",
-                    "/auth_header_name",
-                    "/supports_per_user",
-                    "/operations",
-                ],
-            );
-            return Ok(());
-        }
+        ToolCmd::Catalog => return catalog(ctx).await,
         ToolCmd::Install(args) => return install(ctx, args).await,
-        ToolCmd::Upgrade { tool } => {
-            let reply = on_tool(ctx, "UpgradeCatalogConnection", &tool, json!({})).await?;
-            if !ctx.json {
-                println!(
-                    "{tool}: v{} → v{}",
-                    reply["from_version"], reply["to_version"]
-                );
-            }
-            reply
-        }
+        ToolCmd::Upgrade { tool } => upgrade(ctx, &tool).await?,
         ToolCmd::Uninstall { tool } => {
             let reply = on_tool(ctx, "UninstallCatalogConnection", &tool, json!({})).await?;
-            done(
-                ctx,
-                &reply,
-                &format!("Uninstalled {tool} and deleted its credential."),
-            );
+            let message = format!("Uninstalled {tool} and deleted its credential.");
+            done(ctx, &reply, &message);
             return Ok(());
         }
         ToolCmd::OauthConnect { tool, act_as_sub } => {
-            let extra = json!({"act_as_sub": act_as_sub});
-            let reply = on_tool(ctx, "BeginMCPServerOAuthConnect", &tool, extra).await?;
-            output::show(
-                ctx.json,
-                &reply,
-                &[
-                    ("consent url", "/consent_url"),
-                    ("expires at", "/expires_at"),
-                ],
-            );
-            return Ok(());
+            return oauth_connect(ctx, &tool, act_as_sub).await
         }
         ToolCmd::OauthDisconnect { tool } => {
             let reply = on_tool(ctx, "DisconnectMCPServerOAuth", &tool, json!({})).await?;
-            done(
-                ctx,
-                &reply,
-                &format!("Disconnected the OAuth grant of tool {tool}."),
-            );
+            let message = format!("Disconnected the OAuth grant of tool {tool}.");
+            done(ctx, &reply, &message);
             return Ok(());
         }
         ToolCmd::Sync { tool, act_as_sub } => {
@@ -305,21 +171,189 @@ pub async fn run(ctx: &Ctx, cmd: ToolCmd) -> anyhow::Result<()> {
             tool,
             with_schema,
             include_blocked,
-        } => {
-            let body = json!({"connection_id": ctx.resolve(Kind::Tool, &tool).await?, "with_schema": with_schema, "include_blocked": include_blocked});
-            let reply = ctx.mgmt("ListConnectionTools", body).await?;
-            output::list(
-                ctx.json,
-                &reply,
-                "tools",
-                &["/name", "/status", "/message", "/description"],
-            );
-            return Ok(());
-        }
+        } => return operations(ctx, &tool, with_schema, include_blocked).await,
         ToolCmd::Header(h) => return headers(ctx, h).await,
     };
     output::show(ctx.json, &reply, FIELDS);
     Ok(())
+}
+
+/// Sets the secrets and write tools the flags give; a body without them keeps the stored ones.
+fn set_secrets_and_write_tools(body: &mut Value, secrets: Map<String, Value>, f: &ToolFields) {
+    if !secrets.is_empty() {
+        body["secret_values"] = Value::Object(secrets);
+    }
+    if !f.write_tools.is_empty() {
+        body["write_tools"] = json!(f.write_tools);
+    }
+}
+
+/// `tool add`: creates the connection, then attaches it to each gateway in turn.
+async fn add(
+    ctx: &Ctx,
+    name: String,
+    fields: &ToolFields,
+    gateways: Vec<String>,
+) -> anyhow::Result<Value> {
+    let protocol = fields
+        .protocol
+        .clone()
+        .unwrap_or_else(|| "streamable-http".into());
+    let config = protocol_config(fields, &protocol, Map::new())?;
+    let mut body = json!({"name": name, "protocol": protocol, "protocol_config": config});
+    auth(&mut body, fields)?;
+    set_secrets_and_write_tools(&mut body, secrets(fields)?, fields);
+    let mut reply = ctx.mgmt("CreateMCPServerConnection", body).await?;
+    let id = connection_id(&reply);
+    for g in gateways {
+        let gateway_id = ctx.resolve(Kind::Gateway, &g).await?;
+        reply = attach(ctx, &id, &gateway_id).await?;
+    }
+    Ok(reply)
+}
+
+/// `tool update`: the flags given change the stored connection; the protocol config starts
+/// from the stored one.
+async fn update(
+    ctx: &Ctx,
+    tool: &str,
+    name: Option<String>,
+    fields: &ToolFields,
+) -> anyhow::Result<Value> {
+    let id = ctx.resolve(Kind::Tool, tool).await?;
+    let stored = get(ctx, &id).await?;
+    let protocol = fields.protocol.clone().unwrap_or_else(|| {
+        stored["tool"]["protocol"]
+            .as_str()
+            .unwrap_or("streamable-http")
+            .to_string()
+    });
+    let base = stored["tool"]["protocol_config"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let config = protocol_config(fields, &protocol, base)?;
+    let s = secrets(fields)?;
+    let mut changes = json!({});
+    auth(&mut changes, fields)?;
+    update_with(ctx, &id, &stored, |body| {
+        body["protocol"] = json!(protocol);
+        body["protocol_config"] = config;
+        if let Some(n) = name {
+            body["name"] = json!(n);
+        }
+        if let (Some(body), Value::Object(changes)) = (body.as_object_mut(), changes) {
+            body.extend(changes);
+        }
+        set_secrets_and_write_tools(body, s, fields);
+    })
+    .await
+}
+
+/// `tool list`.
+async fn list(ctx: &Ctx) -> anyhow::Result<()> {
+    let reply = ctx.mgmt("ListMCPServerConnections", json!({})).await?;
+    output::list(
+        ctx.json,
+        &reply,
+        "tools",
+        &[
+            "/name",
+            "/connection_id",
+            "/protocol",
+            "/auth_method",
+            "/tool_count",
+        ],
+    );
+    Ok(())
+}
+
+/// `tool catalog`: the services `tool install` can install.
+async fn catalog(ctx: &Ctx) -> anyhow::Result<()> {
+    let reply = ctx.mgmt("ListCatalogServices", json!({})).await?;
+    output::list(
+        ctx.json,
+        &reply,
+        "services",
+        &[
+            "/slug",
+            "/version",
+            "/auth_method",
+            "/auth_header_name",
+            "/supports_per_user",
+            "/operations",
+        ],
+    );
+    Ok(())
+}
+
+/// `tool upgrade`: moves a catalog connection to the catalog's current version.
+async fn upgrade(ctx: &Ctx, tool: &str) -> anyhow::Result<Value> {
+    let reply = on_tool(ctx, "UpgradeCatalogConnection", tool, json!({})).await?;
+    if !ctx.json {
+        println!(
+            "{tool}: v{} → v{}",
+            reply["from_version"], reply["to_version"]
+        );
+    }
+    Ok(reply)
+}
+
+/// `tool oauth-connect`: prints the consent URL that completes the grant.
+async fn oauth_connect(ctx: &Ctx, tool: &str, act_as_sub: Option<String>) -> anyhow::Result<()> {
+    let extra = json!({"act_as_sub": act_as_sub});
+    let reply = on_tool(ctx, "BeginMCPServerOAuthConnect", tool, extra).await?;
+    output::show(
+        ctx.json,
+        &reply,
+        &[
+            ("consent url", "/consent_url"),
+            ("expires at", "/expires_at"),
+        ],
+    );
+    Ok(())
+}
+
+/// `tool tools`: the operations a connection discovered.
+async fn operations(
+    ctx: &Ctx,
+    tool: &str,
+    with_schema: bool,
+    include_blocked: bool,
+) -> anyhow::Result<()> {
+    let body = json!({"connection_id": ctx.resolve(Kind::Tool, tool).await?, "with_schema": with_schema, "include_blocked": include_blocked});
+    let reply = ctx.mgmt("ListConnectionTools", body).await?;
+    output::list(
+        ctx.json,
+        &reply,
+        "tools",
+        &["/name", "/status", "/message", "/description"],
+    );
+    Ok(())
+}
+
+/// The stored connection with this id.
+async fn get(ctx: &Ctx, id: &str) -> anyhow::Result<Value> {
+    ctx.mgmt("GetMCPServerConnection", json!({"connection_id": id}))
+        .await
+}
+
+/// The `connection_id` of a create or install reply.
+fn connection_id(reply: &Value) -> String {
+    reply["connection_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Attaches the whole connection to a gateway; returns the connection as it now reads.
+async fn attach(ctx: &Ctx, id: &str, gateway_id: &str) -> anyhow::Result<Value> {
+    ctx.mgmt(
+        "AddGatewayToolSource",
+        json!({"gateway_id": gateway_id, "connection_id": id}),
+    )
+    .await?;
+    get(ctx, id).await
 }
 
 /// Runs a management operation on the tool connection named (or with this id), with `extra`
@@ -355,9 +389,7 @@ async fn headers(ctx: &Ctx, cmd: HeaderCmd) -> anyhow::Result<()> {
         }
     };
     let id = ctx.resolve(Kind::Tool, &tool).await?;
-    let stored = ctx
-        .mgmt("GetMCPServerConnection", json!({"connection_id": id}))
-        .await?;
+    let stored = get(ctx, &id).await?;
     let mut list: Vec<Value> = stored["tool"]["protocol_config"]["headers"]
         .as_array()
         .cloned()
@@ -432,19 +464,9 @@ async fn install(ctx: &Ctx, a: InstallArgs) -> anyhow::Result<()> {
         gateway_ids.push(ctx.resolve(Kind::Gateway, g).await?);
     }
     let mut reply = ctx.mgmt("InstallCatalogConnection", body).await?;
-    let id = reply["connection_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = connection_id(&reply);
     for gateway_id in gateway_ids {
-        ctx.mgmt(
-            "AddGatewayToolSource",
-            json!({"gateway_id": gateway_id, "connection_id": id}),
-        )
-        .await?;
-        reply = ctx
-            .mgmt("GetMCPServerConnection", json!({"connection_id": id}))
-            .await?;
+        reply = attach(ctx, &id, &gateway_id).await?;
     }
     output::show(ctx.json, &reply, FIELDS);
     Ok(())

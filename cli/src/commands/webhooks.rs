@@ -5,7 +5,6 @@ mod deliveries;
 
 use portcullis_shared::api::eventing::*;
 use portcullis_shared::api::service::EVENTING;
-use portcullis_shared::api::Empty;
 
 use crate::args::{DestinationCmd, SubscriptionCmd, Target, WebhookCmd};
 use crate::ctx::{Ctx, Reply};
@@ -42,12 +41,7 @@ async fn subscription(ctx: &Ctx, cmd: SubscriptionCmd) -> anyhow::Result<()> {
             )?;
             let reply: Reply<CreateSubscriptionResponse> =
                 ctx.send(EVENTING, "CreateSubscription", &req).await?;
-            ctx.print(&reply, |r| {
-                show_subscription(&r.subscription, Some(&r.destination));
-                if let Some(secret) = &r.signing_secret {
-                    signing_secret(&r.destination.key_id, secret);
-                }
-            });
+            ctx.print(&reply, created_subscription);
             return Ok(());
         }
         SubscriptionCmd::Get { subscription } => {
@@ -58,33 +52,7 @@ async fn subscription(ctx: &Ctx, cmd: SubscriptionCmd) -> anyhow::Result<()> {
             let req = ListSubscriptionsRequest { workspace_id };
             let reply: Reply<ListSubscriptionsResponse> =
                 ctx.send(EVENTING, "ListSubscriptions", &req).await?;
-            ctx.print(&reply, |r| {
-                let rows = r
-                    .subscriptions
-                    .iter()
-                    .map(|s| {
-                        vec![
-                            s.name.clone(),
-                            s.subscription_id.clone(),
-                            output::join(&s.event_types),
-                            output::join(&s.filters),
-                            s.destination_id.clone(),
-                            output::yes(s.enabled).to_string(),
-                        ]
-                    })
-                    .collect();
-                output::table(
-                    &[
-                        "name",
-                        "id",
-                        "event types",
-                        "filters",
-                        "destination",
-                        "enabled",
-                    ],
-                    rows,
-                );
-            });
+            ctx.print(&reply, subscription_table);
             return Ok(());
         }
         SubscriptionCmd::Update {
@@ -100,29 +68,24 @@ async fn subscription(ctx: &Ctx, cmd: SubscriptionCmd) -> anyhow::Result<()> {
                 workspace_id,
                 subscription_id: subscription,
                 name,
-                event_types: (!event_types.is_empty()).then_some(event_types),
-                filters: (clear_filters || !filters.is_empty()).then_some(filters),
-                enabled: (enable || disable).then_some(enable),
+                event_types: parse::list_change(event_types, false),
+                filters: parse::list_change(filters, clear_filters),
+                enabled: parse::toggle(enable, disable),
             };
             ctx.send(EVENTING, "UpdateSubscription", &req).await?
         }
         SubscriptionCmd::Delete { subscription } => {
-            let req = subscription_ref(workspace_id, subscription.clone());
-            let reply: Reply<Empty> = ctx.send(EVENTING, "DeleteSubscription", &req).await?;
-            ctx.done(&reply, &format!("Deleted subscription {subscription}."));
-            return Ok(());
+            let message = format!("Deleted subscription {subscription}.");
+            let req = subscription_ref(workspace_id, subscription);
+            return ctx
+                .send_done(EVENTING, "DeleteSubscription", &req, &message)
+                .await;
         }
         SubscriptionCmd::Test { subscription } => {
             let req = subscription_ref(workspace_id, subscription);
             let reply: Reply<TestSubscriptionResponse> =
                 ctx.send(EVENTING, "TestSubscription", &req).await?;
-            ctx.print(&reply, |r| {
-                output::line(&format!(
-                    "Queued test delivery {id}; see how it went with `portcullis webhook \
-                     delivery get {id}`.",
-                    id = r.delivery_id
-                ));
-            });
+            ctx.print(&reply, queued_test);
             return Ok(());
         }
         SubscriptionCmd::RotateSecret { subscription } => {
@@ -135,6 +98,52 @@ async fn subscription(ctx: &Ctx, cmd: SubscriptionCmd) -> anyhow::Result<()> {
     };
     ctx.print(&reply, |r| show_subscription(&r.subscription, None));
     Ok(())
+}
+
+/// A created subscription, with its destination and, when one was created for it, the
+/// destination's signing secret.
+fn created_subscription(r: &CreateSubscriptionResponse) {
+    show_subscription(&r.subscription, Some(&r.destination));
+    if let Some(secret) = &r.signing_secret {
+        signing_secret(&r.destination.key_id, secret);
+    }
+}
+
+/// The test delivery `subscription test` queued, and how to follow it.
+fn queued_test(r: &TestSubscriptionResponse) {
+    output::line(&format!(
+        "Queued test delivery {id}; see how it went with `portcullis webhook \
+         delivery get {id}`.",
+        id = r.delivery_id
+    ));
+}
+
+fn subscription_table(r: &ListSubscriptionsResponse) {
+    let rows = r
+        .subscriptions
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                s.subscription_id.clone(),
+                output::join(&s.event_types),
+                output::join(&s.filters),
+                s.destination_id.clone(),
+                output::yes(s.enabled).to_string(),
+            ]
+        })
+        .collect();
+    output::table(
+        &[
+            "name",
+            "id",
+            "event types",
+            "filters",
+            "destination",
+            "enabled",
+        ],
+        rows,
+    );
 }
 
 fn create_subscription_request(
@@ -177,32 +186,14 @@ async fn destination(ctx: &Ctx, cmd: DestinationCmd) -> anyhow::Result<()> {
             };
             let reply: Reply<CreateDestinationResponse> =
                 ctx.send(EVENTING, "CreateDestination", &req).await?;
-            ctx.print(&reply, |r| {
-                show_destination(&r.destination);
-                signing_secret(&r.destination.key_id, &r.signing_secret);
-            });
+            ctx.print(&reply, created_destination);
             return Ok(());
         }
         DestinationCmd::List => {
             let req = ListDestinationsRequest { workspace_id };
             let reply: Reply<ListDestinationsResponse> =
                 ctx.send(EVENTING, "ListDestinations", &req).await?;
-            ctx.print(&reply, |r| {
-                let rows = r
-                    .destinations
-                    .iter()
-                    .map(|d| {
-                        vec![
-                            d.name.clone(),
-                            d.destination_id.clone(),
-                            d.provider.clone(),
-                            or_dash(&d.delivery_endpoint),
-                            enabled(d),
-                        ]
-                    })
-                    .collect();
-                output::table(&["name", "id", "provider", "endpoint", "enabled"], rows);
-            });
+            ctx.print(&reply, destination_table);
             return Ok(());
         }
         DestinationCmd::Update {
@@ -222,15 +213,16 @@ async fn destination(ctx: &Ctx, cmd: DestinationCmd) -> anyhow::Result<()> {
                 name,
                 delivery_endpoint: endpoint,
                 settings,
-                enabled: (enable || disable).then_some(enable),
+                enabled: parse::toggle(enable, disable),
             };
             ctx.send(EVENTING, "UpdateDestination", &req).await?
         }
         DestinationCmd::Delete { destination } => {
-            let req = destination_ref(workspace_id, destination.clone());
-            let reply: Reply<Empty> = ctx.send(EVENTING, "DeleteDestination", &req).await?;
-            ctx.done(&reply, &format!("Deleted destination {destination}."));
-            return Ok(());
+            let message = format!("Deleted destination {destination}.");
+            let req = destination_ref(workspace_id, destination);
+            return ctx
+                .send_done(EVENTING, "DeleteDestination", &req, &message)
+                .await;
         }
         DestinationCmd::RotateSecret { destination } => {
             let req = destination_ref(workspace_id, destination);
@@ -242,6 +234,29 @@ async fn destination(ctx: &Ctx, cmd: DestinationCmd) -> anyhow::Result<()> {
     };
     ctx.print(&reply, |r| show_destination(&r.destination));
     Ok(())
+}
+
+/// A created destination and its signing secret, shown this once.
+fn created_destination(r: &CreateDestinationResponse) {
+    show_destination(&r.destination);
+    signing_secret(&r.destination.key_id, &r.signing_secret);
+}
+
+fn destination_table(r: &ListDestinationsResponse) {
+    let rows = r
+        .destinations
+        .iter()
+        .map(|d| {
+            vec![
+                d.name.clone(),
+                d.destination_id.clone(),
+                d.provider.clone(),
+                or_dash(&d.delivery_endpoint),
+                enabled(d),
+            ]
+        })
+        .collect();
+    output::table(&["name", "id", "provider", "endpoint", "enabled"], rows);
 }
 
 async fn providers(ctx: &Ctx) -> anyhow::Result<()> {

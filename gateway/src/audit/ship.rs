@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{watch, Notify};
 
 use super::spool::{Batch, Spool};
+use crate::control::{Backoff, ControlPlane};
 
 /// The spec's client defaults: batch size 100, flush interval 5 s.
 pub const BATCH: usize = 100;
@@ -22,50 +23,17 @@ const LINGER: Duration = Duration::from_millis(50);
 /// On shutdown, how long a last attempt may take before events are left for the next start.
 const FINAL_ATTEMPT: Duration = Duration::from_secs(2);
 
-#[derive(Clone)]
-pub struct Target {
-    pub url: String,
-    pub token: String,
-}
-
-impl Target {
-    pub fn new(control_plane_url: &str, token: &str) -> Self {
-        Self {
-            url: format!(
-                "{}/svc.sync.v1.SyncService/IngestAudit",
-                control_plane_url.trim_end_matches('/')
-            ),
-            token: token.to_string(),
-        }
-    }
-}
-
 enum Sent {
     Acknowledged,
     Refused(String),
     Failed(String),
 }
 
-async fn send(http: &reqwest::Client, target: &Target, body: Vec<u8>) -> Sent {
-    let response = http
-        .post(&target.url)
-        .bearer_auth(&target.token)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await;
-    match response {
-        Ok(r) if r.status().is_success() => Sent::Acknowledged,
-        Ok(r) => {
-            let status = r.status();
-            let text = r.text().await.unwrap_or_default();
-            // A malformed batch is refused the same way every time; anything else may pass later.
-            if status.as_u16() == 400 {
-                Sent::Refused(format!("{status}: {text}"))
-            } else {
-                Sent::Failed(format!("{status}: {text}"))
-            }
-        }
+async fn send(control: &ControlPlane, body: Vec<u8>) -> Sent {
+    match control.ingest_audit(body).await {
+        Ok(()) => Sent::Acknowledged,
+        // A malformed batch is refused the same way every time; anything else may pass later.
+        Err(e) if e.is_bad_request() => Sent::Refused(e.to_string()),
         Err(e) => Sent::Failed(e.to_string()),
     }
 }
@@ -99,14 +67,13 @@ fn ingest_body(lines: &[&[u8]]) -> Vec<u8> {
 /// failure that stopped shipping (then nothing is settled: the whole batch is sent again later,
 /// and ingest keeps what it stored once).
 async fn send_isolating<'a>(
-    http: &reqwest::Client,
-    target: &Target,
+    control: &ControlPlane,
     lines: &[&'a [u8]],
 ) -> Result<Vec<(&'a [u8], String)>, String> {
     let mut refused = Vec::new();
     let mut todo = vec![lines];
     while let Some(part) = todo.pop() {
-        match send(http, target, ingest_body(part)).await {
+        match send(control, ingest_body(part)).await {
             Sent::Acknowledged => {}
             Sent::Refused(why) if part.len() == 1 => refused.push((part[0], why)),
             Sent::Refused(_) => {
@@ -151,42 +118,30 @@ fn is_json_object(line: &[u8]) -> bool {
 /// is saved on the way out.
 pub async fn run(
     spool: Spool,
-    target: Target,
+    control: ControlPlane,
     written: Arc<Notify>,
     drops: Drops,
     stop: watch::Receiver<bool>,
 ) {
-    ship(&spool, target, written, drops, stop).await;
+    ship(&spool, control, written, drops, stop).await;
     spool.save_cursor();
 }
 
 async fn ship(
     spool: &Spool,
-    target: Target,
+    control: ControlPlane,
     written: Arc<Notify>,
     drops: Drops,
     stop: watch::Receiver<bool>,
 ) {
-    let http = match reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "Cannot build the audit client; events stay in the spool.");
-            return;
-        }
-    };
     let mut shipper = Shipper {
         spool,
-        target,
-        http,
+        control,
         drops,
         stop,
         stopping: false,
         deadline: None,
-        backoff: FIRST_BACKOFF,
+        backoff: Backoff::up_to(FLUSH_INTERVAL),
     };
     loop {
         if shipper.out_of_time() {
@@ -214,21 +169,17 @@ async fn ship(
     }
 }
 
-/// The first wait after a failed send; each failure in a row doubles it, up to
-/// `FLUSH_INTERVAL`.
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-
 /// The shipper's state: whether it is stopping (one last attempt, until `deadline`) and how
 /// long it waits after a failed send.
 struct Shipper<'a> {
     spool: &'a Spool,
-    target: Target,
-    http: reqwest::Client,
+    control: ControlPlane,
     drops: Drops,
     stop: watch::Receiver<bool>,
     stopping: bool,
     deadline: Option<tokio::time::Instant>,
-    backoff: Duration,
+    /// After a failed send, up to `FLUSH_INTERVAL`.
+    backoff: Backoff,
 }
 
 impl Shipper<'_> {
@@ -287,7 +238,7 @@ impl Shipper<'_> {
         let sent = if lines.is_empty() {
             Ok(Vec::new())
         } else {
-            let sending = send_isolating(&self.http, &self.target, &lines);
+            let sending = send_isolating(&self.control, &lines);
             match self.stopping {
                 true => tokio::time::timeout(FINAL_ATTEMPT, sending)
                     .await
@@ -301,7 +252,7 @@ impl Shipper<'_> {
                     drop_refused(self.spool, &self.drops, line, &why);
                 }
                 self.spool.advance(batch.from, batch.next);
-                self.backoff = FIRST_BACKOFF;
+                self.backoff.reset();
                 true
             }
             Err(why) => self.failed(&why).await,
@@ -320,11 +271,11 @@ impl Shipper<'_> {
         }
         tracing::warn!(
             why,
-            retry_in_ms = self.backoff.as_millis() as u64,
+            retry_in_ms = self.backoff.peek().as_millis() as u64,
             "Shipping audit events failed; they stay in the spool."
         );
-        self.pause(self.backoff).await;
-        self.backoff = (self.backoff * 2).min(FLUSH_INTERVAL);
+        let wait = self.backoff.take();
+        self.pause(wait).await;
         true
     }
 }
@@ -336,7 +287,7 @@ mod tests {
 
     /// A control plane that refuses (400) any batch holding an event marked `bad`, and records
     /// the events of every batch it stores.
-    async fn picky_ingest() -> (Target, Arc<std::sync::Mutex<Vec<String>>>) {
+    async fn picky_ingest() -> (ControlPlane, Arc<std::sync::Mutex<Vec<String>>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let stored = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -382,12 +333,12 @@ mod tests {
                 conn.write_all(reply.as_bytes()).await.unwrap();
             }
         });
-        (Target::new(&url, "svc_dt_test"), stored)
+        (ControlPlane::new(&url, "svc_dt_test"), stored)
     }
 
     #[tokio::test]
     async fn a_refused_batch_loses_only_the_events_refused_alone() {
-        let (target, stored) = picky_ingest().await;
+        let (control, stored) = picky_ingest().await;
         let lines: Vec<Vec<u8>> = (0..100)
             .map(|i| {
                 let n = if i == 37 || i == 80 {
@@ -399,9 +350,7 @@ mod tests {
             })
             .collect();
         let refs: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
-        let refused = send_isolating(&reqwest::Client::new(), &target, &refs)
-            .await
-            .unwrap();
+        let refused = send_isolating(&control, &refs).await.unwrap();
         let refused: Vec<&[u8]> = refused.into_iter().map(|(l, _)| l).collect();
         assert_eq!(
             refused,

@@ -22,31 +22,15 @@ async fn report(
     tool: &ToolEntry,
     tools: &[Value],
 ) -> Result<ReportToolsResponse, String> {
-    let url = format!(
-        "{}/svc.sync.v1.SyncService/ReportTools",
-        gw.config.control_plane_url.trim_end_matches('/')
-    );
-    let body = ReportToolsRequest {
+    let request = ReportToolsRequest {
         workspace_id: None,
         connection_id: tool.id.clone(),
         tools: DiscoveredTool::from_listed(tools),
     };
-    let response = gw
-        .control_http()
-        .post(url)
-        .bearer_auth(&gw.config.token)
-        .json(&body)
-        .timeout(Duration::from_secs(30))
-        .send()
+    gw.control
+        .report_tools(&request)
         .await
-        .map_err(|_| "the control plane is unreachable".to_string())?;
-    if !response.status().is_success() {
-        return Err(format!("the control plane answered {}", response.status()));
-    }
-    response
-        .json()
-        .await
-        .map_err(|_| "the control plane's answer was not understood".to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// Lists one connection upstream and reports it.

@@ -2,11 +2,13 @@
 //! swaps it in; a snapshot that does not compile is refused and the old one kept. Network
 //! failures back off and retry; serving continues on the current snapshot meanwhile.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use portcullis_shared::snapshot::{GetSnapshotRequest, GetSnapshotResponse, Snapshot};
+use portcullis_shared::snapshot::{GetSnapshotRequest, Snapshot};
 
+use crate::control::Backoff;
 use crate::Gateway;
 
 const WAIT_SECONDS: u32 = 25;
@@ -65,73 +67,49 @@ fn warm_issuers(gateway: &Gateway, compiled: &super::Compiled) {
 
 /// Runs until `stop` flips.
 pub async fn run(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let http = match reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(u64::from(WAIT_SECONDS) + 15))
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "Cannot build the sync client; snapshot sync is off.");
-            return;
-        }
-    };
-    let url = format!(
-        "{}/svc.sync.v1.SyncService/GetSnapshot",
-        gateway.config.control_plane_url.trim_end_matches('/')
-    );
-    let mut backoff = Duration::from_millis(250);
+    let mut backoff = Backoff::up_to(Duration::from_secs(5));
     // The revision last received, applied or not: a refused revision is not fetched again.
     let mut seen = gateway.current().map(|s| s.revision);
+    let failing = &gateway.sync_failing_since;
     loop {
         // After a failure the next request returns at once, so a control plane that is back
         // is known to be back (and the policy fresh) without waiting out a long poll.
-        let recovering = gateway
-            .sync_failing_since
-            .load(std::sync::atomic::Ordering::Relaxed)
-            != 0;
+        let recovering = failing.load(Ordering::Relaxed) != 0;
         let request = GetSnapshotRequest {
             workspace_id: None,
             revision: seen,
             wait_seconds: Some(if recovering { 0 } else { WAIT_SECONDS }),
         };
-        let call = http
-            .post(&url)
-            .bearer_auth(&gateway.config.token)
-            .json(&request)
-            .send();
         let outcome = tokio::select! {
-            r = call => r,
+            r = gateway.control.get_snapshot(&request) => r,
             _ = stop.wait_for(|s| *s) => return,
         };
-        let failing = &gateway.sync_failing_since;
-        match fetch(outcome).await {
-            Ok((reply, body)) => {
-                failing.store(0, std::sync::atomic::Ordering::Relaxed);
-                backoff = Duration::from_millis(250);
-                if let Some(snapshot) = reply.snapshot {
+        match outcome {
+            Ok(received) => {
+                failing.store(0, Ordering::Relaxed);
+                backoff.reset();
+                if let Some(snapshot) = received.reply.snapshot {
+                    tracing::info!(
+                        revision = snapshot.revision,
+                        bytes = received.body.len(),
+                        parse_ms = received.parse_time.as_secs_f64() * 1000.0,
+                        "Snapshot received."
+                    );
                     seen = Some(snapshot.revision);
-                    receive(&gateway, snapshot, body).await;
+                    receive(&gateway, snapshot, received.body).await;
                 }
                 continue;
             }
             Err(e) => {
                 let now = chrono::Utc::now().timestamp_millis();
-                let _ = failing.compare_exchange(
-                    0,
-                    now,
-                    std::sync::atomic::Ordering::Relaxed,
-                    std::sync::atomic::Ordering::Relaxed,
-                );
-                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "Snapshot sync failed; serving the current snapshot.")
+                let _ = failing.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+                tracing::warn!(error = %e, retry_in_ms = backoff.peek().as_millis() as u64, "Snapshot sync failed; serving the current snapshot.")
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.take()) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 
@@ -169,33 +147,4 @@ async fn receive(gateway: &Arc<Gateway>, snapshot: Snapshot, body: bytes::Bytes)
     if let Err(e) = kept {
         tracing::warn!(error = %e, "Could not write the last-known-good snapshot.");
     }
-}
-
-/// The control plane's reply, and its body as received.
-async fn fetch(
-    outcome: reqwest::Result<reqwest::Response>,
-) -> Result<(GetSnapshotResponse, bytes::Bytes), String> {
-    let response = outcome.map_err(|e| format!("control plane unreachable: {e}"))?;
-    let status = response.status();
-    if !status.is_success() {
-        let body = response.text().await.unwrap_or_default();
-        return Err(format!("control plane answered {status}: {body}"));
-    }
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| format!("control plane unreachable: {e}"))?;
-    let started = std::time::Instant::now();
-    let reply: GetSnapshotResponse =
-        serde_json::from_slice(&body).map_err(|e| format!("unreadable snapshot: {e}"))?;
-    if let Some(snapshot) = &reply.snapshot {
-        let parse_ms = started.elapsed().as_secs_f64() * 1000.0;
-        tracing::info!(
-            revision = snapshot.revision,
-            bytes = body.len(),
-            parse_ms,
-            "Snapshot received."
-        );
-    }
-    Ok((reply, body))
 }

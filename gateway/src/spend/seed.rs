@@ -7,8 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use portcullis_shared::snapshot::{Charge, GetSpendRequest, GetSpendResponse};
+use portcullis_shared::snapshot::Charge;
 
+use crate::control::Backoff;
 use crate::Gateway;
 
 /// How often counters of ended windows are pruned.
@@ -40,49 +41,26 @@ pub async fn run(gw: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>)
 
 /// Loads the counters, retrying with backoff; false when the gateway stopped first.
 async fn load_until_done(gw: &Gateway, stop: &mut tokio::sync::watch::Receiver<bool>) -> bool {
-    let url = format!(
-        "{}/svc.sync.v1.SyncService/GetSpend",
-        gw.config.control_plane_url.trim_end_matches('/')
-    );
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap_or_default();
-    let mut backoff = Duration::from_millis(250);
+    let mut backoff = Backoff::up_to(Duration::from_secs(5));
     loop {
-        match load(gw, &http, &url).await {
+        match load(gw).await {
             Ok(()) => return true,
             Err(why) => tracing::warn!(
                 why,
-                retry_in_ms = backoff.as_millis() as u64,
+                retry_in_ms = backoff.peek().as_millis() as u64,
                 "Could not load spend counters; calls under a quota wait for them."
             ),
         }
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.take()) => {}
             _ = stop.wait_for(|s| *s) => return false,
         }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 
-async fn load(gw: &Gateway, http: &reqwest::Client, url: &str) -> Result<(), String> {
+async fn load(gw: &Gateway) -> Result<(), String> {
     let pending = gw.audit.unshipped_charges();
-    let reply = http
-        .post(url)
-        .bearer_auth(&gw.config.token)
-        .json(&GetSpendRequest::default())
-        .send()
-        .await
-        .map_err(|e| format!("control plane unreachable: {e}"))?;
-    if !reply.status().is_success() {
-        return Err(format!("control plane answered {}", reply.status()));
-    }
-    let recorded: GetSpendResponse = reply
-        .json()
-        .await
-        .map_err(|e| format!("unreadable reply: {e}"))?;
+    let recorded = gw.control.get_spend().await.map_err(|e| e.to_string())?;
     let (n, m) = (recorded.spend.len(), pending.len());
     let charges: Vec<Charge> = recorded.spend.into_iter().chain(pending).collect();
     match &gw.config.spend_store {

@@ -66,23 +66,8 @@ fn verify_at(
     r: &Request<'_>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<String, String> {
-    let (method, path, query, headers, body) = (r.method, r.path, r.query, r.headers, r.body);
-    let auth = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .ok_or("MissingAuthenticationToken")?;
-    let rest = auth
-        .strip_prefix("AWS4-HMAC-SHA256 ")
-        .ok_or("IncompleteSignature: not AWS4-HMAC-SHA256")?;
-    let field = |name: &str| {
-        rest.split(", ")
-            .find_map(|p| p.trim().strip_prefix(name))
-            .map(str::to_string)
-            .ok_or(format!("IncompleteSignature: no {name}"))
-    };
-    let credential = field("Credential=")?;
-    let signed = field("SignedHeaders=")?;
-    let signature = field("Signature=")?;
+    let headers = r.headers;
+    let (credential, signed, signature) = authorization(headers)?;
     let scope: Vec<&str> = credential.splitn(5, '/').collect();
     let [key_id, date, region, scope_service, "aws4_request"] = scope[..] else {
         return Err("IncompleteSignature: bad credential scope".into());
@@ -111,15 +96,60 @@ fn verify_at(
     if (now - when).num_seconds().abs() > 15 * 60 {
         return Err("InvalidSignatureException: signature expired".into());
     }
-    let canonical_uri: Vec<String> = path.split('/').map(encode).collect();
-    let mut pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+    let to_sign = format!(
+        "AWS4-HMAC-SHA256\n{amz_date}\n{date}/{region}/{service}/aws4_request\n{}",
+        hex::encode(Sha256::digest(canonical_request(r, &signed).as_bytes()))
+    );
+    let expected = hex::encode(hmac(&signing_key(secret, date, region, service), &to_sign));
+    if expected != signature {
+        return Err("SignatureDoesNotMatch: the request signature we calculated does not match the signature you provided".into());
+    }
+    Ok(key_id.to_string())
+}
+
+/// The key a secret signs with for one day, region and service.
+fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> Vec<u8> {
+    let k_date = hmac(format!("AWS4{secret}").as_bytes(), date);
+    let k_region = hmac(&k_date, region);
+    let k_service = hmac(&k_region, service);
+    hmac(&k_service, "aws4_request")
+}
+
+/// The `Credential`, `SignedHeaders` and `Signature` of an `AWS4-HMAC-SHA256` authorization.
+fn authorization(headers: &HeaderMap) -> Result<(String, String, String), String> {
+    let auth = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .ok_or("MissingAuthenticationToken")?;
+    let rest = auth
+        .strip_prefix("AWS4-HMAC-SHA256 ")
+        .ok_or("IncompleteSignature: not AWS4-HMAC-SHA256")?;
+    let field = |name: &str| {
+        rest.split(", ")
+            .find_map(|p| p.trim().strip_prefix(name))
+            .map(str::to_string)
+            .ok_or(format!("IncompleteSignature: no {name}"))
+    };
+    Ok((
+        field("Credential=")?,
+        field("SignedHeaders=")?,
+        field("Signature=")?,
+    ))
+}
+
+/// The canonical request: the method, the path encoded once more, the sorted query, the
+/// `signed` headers (`;`-separated names) with their values, and the SHA-256 of the body.
+fn canonical_request(r: &Request<'_>, signed: &str) -> String {
+    let canonical_uri: Vec<String> = r.path.split('/').map(encode).collect();
+    let mut pairs: Vec<(String, String)> = url::form_urlencoded::parse(r.query.as_bytes())
         .map(|(k, v)| (encode(&k), encode(&v)))
         .collect();
     pairs.sort();
     let canonical_query: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut canonical_headers = String::new();
     for name in signed.split(';') {
-        let value = headers
+        let value = r
+            .headers
             .get_all(name)
             .iter()
             .filter_map(|v| v.to_str().ok())
@@ -128,25 +158,13 @@ fn verify_at(
             .join(",");
         canonical_headers.push_str(&format!("{name}:{value}\n"));
     }
-    let canonical = format!(
-        "{method}\n{}\n{}\n{canonical_headers}\n{signed}\n{}",
+    format!(
+        "{}\n{}\n{}\n{canonical_headers}\n{signed}\n{}",
+        r.method,
         canonical_uri.join("/"),
         canonical_query.join("&"),
-        hex::encode(Sha256::digest(body))
-    );
-    let to_sign = format!(
-        "AWS4-HMAC-SHA256\n{amz_date}\n{date}/{region}/{service}/aws4_request\n{}",
-        hex::encode(Sha256::digest(canonical.as_bytes()))
-    );
-    let k_date = hmac(format!("AWS4{secret}").as_bytes(), date);
-    let k_region = hmac(&k_date, region);
-    let k_service = hmac(&k_region, service);
-    let k_signing = hmac(&k_service, "aws4_request");
-    let expected = hex::encode(hmac(&k_signing, &to_sign));
-    if expected != signature {
-        return Err("SignatureDoesNotMatch: the request signature we calculated does not match the signature you provided".into());
-    }
-    Ok(key_id.to_string())
+        hex::encode(Sha256::digest(r.body))
+    )
 }
 
 #[cfg(test)]

@@ -33,12 +33,7 @@ pub async fn run(ctx: &Ctx, cmd: DeliveryCmd) -> anyhow::Result<()> {
             };
             let reply: Reply<ListDeliveriesResponse> =
                 ctx.send(EVENTING, "ListDeliveries", &req).await?;
-            ctx.print(&reply, |r| {
-                table(&r.deliveries);
-                if !r.next_page_token.is_empty() {
-                    output::line(&format!("next page: --page-token {}", r.next_page_token));
-                }
-            });
+            ctx.print(&reply, page);
             return Ok(());
         }
         DeliveryCmd::Get {
@@ -51,16 +46,7 @@ pub async fn run(ctx: &Ctx, cmd: DeliveryCmd) -> anyhow::Result<()> {
                 include_body,
             };
             let reply: Reply<GetDeliveryResponse> = ctx.send(EVENTING, "GetDelivery", &req).await?;
-            ctx.print(&reply, |r| {
-                show(&r.delivery);
-                attempts(&r.attempts);
-                if let Some(body) = &r.body {
-                    output::line("body:");
-                    output::json(body);
-                } else if include_body {
-                    output::line("body: no longer retained");
-                }
-            });
+            ctx.print(&reply, |r| show_with_attempts(r, include_body));
             return Ok(());
         }
         DeliveryCmd::Replay { delivery_id } => {
@@ -84,15 +70,7 @@ pub async fn run(ctx: &Ctx, cmd: DeliveryCmd) -> anyhow::Result<()> {
             };
             let reply: Reply<ReplayFailedDeliveriesResponse> =
                 ctx.send(EVENTING, "ReplayFailedDeliveries", &req).await?;
-            ctx.print(&reply, |r| {
-                Lines::new()
-                    .add("matched", r.matched)
-                    .add("replayed", r.replayed)
-                    .add("skipped (body expired)", r.skipped_body_expired)
-                    .add("failed", r.failed)
-                    .add("replays", output::join(&r.replay_delivery_ids))
-                    .print();
-            });
+            ctx.print(&reply, replayed);
             return Ok(());
         }
         DeliveryCmd::Cancel { delivery_id } => {
@@ -113,6 +91,37 @@ fn delivery_ref(workspace_id: String, delivery_id: String) -> DeliveryRefRequest
         workspace_id,
         delivery_id,
     }
+}
+
+/// One page of deliveries, and the flag that fetches the next.
+fn page(r: &ListDeliveriesResponse) {
+    table(&r.deliveries);
+    if !r.next_page_token.is_empty() {
+        output::line(&format!("next page: --page-token {}", r.next_page_token));
+    }
+}
+
+/// One delivery, its attempts, and its body when asked for (`include_body`).
+fn show_with_attempts(r: &GetDeliveryResponse, include_body: bool) {
+    show(&r.delivery);
+    attempts(&r.attempts);
+    if let Some(body) = &r.body {
+        output::line("body:");
+        output::json(body);
+    } else if include_body {
+        output::line("body: no longer retained");
+    }
+}
+
+/// What `delivery replay-failed` matched and replayed.
+fn replayed(r: &ReplayFailedDeliveriesResponse) {
+    Lines::new()
+        .add("matched", r.matched)
+        .add("replayed", r.replayed)
+        .add("skipped (body expired)", r.skipped_body_expired)
+        .add("failed", r.failed)
+        .add("replays", output::join(&r.replay_delivery_ids))
+        .print();
 }
 
 /// The last attempt's outcome: its HTTP status, else its error, else `-`.
