@@ -60,8 +60,46 @@ async fn an_agent_passes_its_users_id_token_and_the_gateway_verifies_it() {
     )
     .await;
 
+    let alice = an_issued_token_admits_its_person_who_is_recorded(&w, &idp).await;
+    let bob = idp.id_token("bob", "bob@corp.com", &["ops"]).await;
+    let r = chat_as(&w, &w.key, Some(&bob)).await;
+    assert_eq!((r.status, code(&r)), (403, "policy_denied"), "{}", r.text);
+
+    every_bad_token_is_refused_with_its_reason(&w, &idp).await;
+
+    // The key set is fetched once, not per call.
+    let fetched = idp.jwks_hits().await;
+    assert!(fetched >= 1);
+    for _ in 0..10 {
+        let r = chat_as(&w, &w.key, Some(&alice)).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let fresh = idp.forge("valid", "alice", None).await;
+        assert_eq!(chat_as(&w, &w.key, Some(&fresh)).await.status, 200);
+    }
+    assert_eq!(
+        idp.jwks_hits().await,
+        fetched,
+        "the JWKS was fetched per call"
+    );
+
+    // The provider rotates its key: the next token names an unknown kid, and the gateway
+    // refetches (once, past its floor on refetches) without a restart.
+    let kid = idp.rotate().await;
+    assert_ne!(kid, "k1");
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let rotated = idp.id_token("alice", "alice@corp.com", &["eng"]).await;
+    let r = chat_as(&w, &w.key, Some(&rotated)).await;
+    assert_eq!(r.status, 200, "after rotation: {}", r.text);
+    assert_eq!(idp.jwks_hits().await, fetched + 1);
+
+    // The inline form: discovery from the issuer URL, the token's aud names the agent.
+    the_inline_form_wants_the_agent_as_audience(&w, &idp, &rotated).await;
+}
+
+/// Alice's token from the provider passes, and the audit record names her: her act-as header.
+async fn an_issued_token_admits_its_person_who_is_recorded(w: &World, idp: &OidcIssuer) -> String {
     let alice = act_as::oidc(&idp.id_token("alice", "alice@corp.com", &["eng"]).await).unwrap();
-    let r = chat_as(&w, &w.key, Some(&alice)).await;
+    let r = chat_as(w, &w.key, Some(&alice)).await;
     assert_eq!(r.status, 200, "a token the provider issued: {}", r.text);
     // The verified person is the audit record's on_behalf_of.
     let activity = crate::audit::activity();
@@ -92,10 +130,10 @@ async fn an_agent_passes_its_users_id_token_and_the_gateway_verifies_it() {
         ),
         ("alice", "alice@corp.com", "verified by oidc")
     );
-    let bob = idp.id_token("bob", "bob@corp.com", &["ops"]).await;
-    let r = chat_as(&w, &w.key, Some(&bob)).await;
-    assert_eq!((r.status, code(&r)), (403, "policy_denied"), "{}", r.text);
+    alice
+}
 
+async fn every_bad_token_is_refused_with_its_reason(w: &World, idp: &OidcIssuer) {
     for (kind, reason) in [
         ("wrong_aud", "actas_audience"),
         ("expired", "actas_expired"),
@@ -106,41 +144,17 @@ async fn an_agent_passes_its_users_id_token_and_the_gateway_verifies_it() {
         ("not_yet", "actas_not_yet_valid"),
     ] {
         let token = idp.forge(kind, "alice", None).await;
-        let r = chat_as(&w, &w.key, Some(&token)).await;
+        let r = chat_as(w, &w.key, Some(&token)).await;
         assert_eq!((r.status, code(&r)), (403, reason), "{kind}: {}", r.text);
     }
     for kind in ["es256", "eddsa", "valid"] {
         let token = idp.forge(kind, "alice", None).await;
-        let r = chat_as(&w, &w.key, Some(&token)).await;
+        let r = chat_as(w, &w.key, Some(&token)).await;
         assert_eq!(r.status, 200, "{kind}: {}", r.text);
     }
+}
 
-    // The key set is fetched once, not per call.
-    let fetched = idp.jwks_hits().await;
-    assert!(fetched >= 1);
-    for _ in 0..10 {
-        let r = chat_as(&w, &w.key, Some(&alice)).await;
-        assert_eq!(r.status, 200, "{}", r.text);
-        let fresh = idp.forge("valid", "alice", None).await;
-        assert_eq!(chat_as(&w, &w.key, Some(&fresh)).await.status, 200);
-    }
-    assert_eq!(
-        idp.jwks_hits().await,
-        fetched,
-        "the JWKS was fetched per call"
-    );
-
-    // The provider rotates its key: the next token names an unknown kid, and the gateway
-    // refetches (once, past its floor on refetches) without a restart.
-    let kid = idp.rotate().await;
-    assert_ne!(kid, "k1");
-    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
-    let rotated = idp.id_token("alice", "alice@corp.com", &["eng"]).await;
-    let r = chat_as(&w, &w.key, Some(&rotated)).await;
-    assert_eq!(r.status, 200, "after rotation: {}", r.text);
-    assert_eq!(idp.jwks_hits().await, fetched + 1);
-
-    // The inline form: discovery from the issuer URL, the token's aud names the agent.
+async fn the_inline_form_wants_the_agent_as_audience(w: &World, idp: &OidcIssuer, rotated: &str) {
     let agent_id =
         w.cp.ok(AGENTS, "GetAgent", w.cp.body(json!({"agent_id": "bot"})))
             .await["agent"]["agent_id"]
@@ -156,15 +170,15 @@ async fn an_agent_passes_its_users_id_token_and_the_gateway_verifies_it() {
     .expect_error("failed_precondition", 400)
     .mentions("bot");
     update_bot(
-        &w,
+        w,
         json!({"actas_provider_id": "", "actas_oidc_url": idp.issuer,
             "actas_allowed_groups": [], "actas_allowed_emails": []}),
     )
     .await;
     let for_agent = idp.forge("valid", "alice", Some(&agent_id)).await;
-    let r = chat_as(&w, &w.key, Some(&for_agent)).await;
+    let r = chat_as(w, &w.key, Some(&for_agent)).await;
     assert_eq!(r.status, 200, "aud = the agent: {}", r.text);
-    let r = chat_as(&w, &w.key, Some(&rotated)).await;
+    let r = chat_as(w, &w.key, Some(rotated)).await;
     assert_eq!((r.status, code(&r)), (403, "actas_audience"), "{}", r.text);
     w.cp.ok(
         AGENTS,
@@ -302,19 +316,55 @@ async fn a_bound_key_acts_for_its_user_and_refuses_a_header() {
 /// Verification providers on both stores: validation, names, secrets never shown, and no
 /// deletion while an agent names one.
 async fn providers_are_checked_and_kept(cp: &portcullis_tests::ControlPlane) {
-    let create = |body: Value| cp.call(AGENTS, "CreateActAsProvider", cp.body(body));
-    create(json!({"name": "idp", "issuer": "https://idp.example"}))
+    incomplete_providers_are_refused(cp).await;
+    let id = providers_are_made_once_and_listed_without_secrets(cp).await;
+    only_oidc_providers_verify_agents(cp).await;
+    let got = cp
+        .ok(
+            AGENTS,
+            "UpdateActAsProvider",
+            cp.body(json!({"provider_id": "idp", "jwks_url": "https://idp.example/keys"})),
+        )
+        .await;
+    assert_eq!(got["provider"]["jwks_url"], "https://idp.example/keys");
+    assert_eq!(got["provider"]["agent_count"], 1);
+    assert_eq!(got["provider"]["groups_claim"], "https://corp/groups");
+    a_provider_is_deleted_only_when_no_agent_names_it(cp, &id).await;
+}
+
+/// `CreateActAsProvider` with this body.
+async fn create_provider(
+    cp: &portcullis_tests::ControlPlane,
+    body: Value,
+) -> portcullis_tests::Reply {
+    cp.call(AGENTS, "CreateActAsProvider", cp.body(body)).await
+}
+
+async fn incomplete_providers_are_refused(cp: &portcullis_tests::ControlPlane) {
+    create_provider(cp, json!({"name": "idp", "issuer": "https://idp.example"}))
         .await
         .expect_error("invalid_argument", 400)
         .mentions("audience");
-    create(json!({"name": "idp", "issuer": "http://idp.example", "audience": "a"}))
-        .await
-        .expect_error("invalid_argument", 400)
-        .mentions("https");
-    create(json!({"name": "sig", "method": "hmac", "hmac_secret": "short"}))
-        .await
-        .expect_error("invalid_argument", 400)
-        .mentions("16");
+    create_provider(
+        cp,
+        json!({"name": "idp", "issuer": "http://idp.example", "audience": "a"}),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("https");
+    create_provider(
+        cp,
+        json!({"name": "sig", "method": "hmac", "hmac_secret": "short"}),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("16");
+}
+
+/// An OIDC provider `idp` (once only) and an HMAC one `sig`: `idp`'s id.
+async fn providers_are_made_once_and_listed_without_secrets(
+    cp: &portcullis_tests::ControlPlane,
+) -> String {
     let made = cp
         .ok(
             AGENTS,
@@ -329,9 +379,12 @@ async fn providers_are_checked_and_kept(cp: &portcullis_tests::ControlPlane) {
         .as_str()
         .unwrap()
         .to_string();
-    create(json!({"name": "idp", "issuer": "https://idp.example", "audience": "gw"}))
-        .await
-        .expect_error("already_exists", 409);
+    create_provider(
+        cp,
+        json!({"name": "idp", "issuer": "https://idp.example", "audience": "gw"}),
+    )
+    .await
+    .expect_error("already_exists", 409);
     let secret = "0123456789abcdef-secret";
     let sig = cp
         .ok(
@@ -346,7 +399,10 @@ async fn providers_are_checked_and_kept(cp: &portcullis_tests::ControlPlane) {
         .await;
     assert!(!listed.to_string().contains(secret), "a secret was listed");
     assert_eq!(listed["providers"].as_array().unwrap().len(), 2);
+    id
+}
 
+async fn only_oidc_providers_verify_agents(cp: &portcullis_tests::ControlPlane) {
     cp.ok(
         AGENTS,
         "RegisterAgent",
@@ -368,16 +424,12 @@ async fn providers_are_checked_and_kept(cp: &portcullis_tests::ControlPlane) {
     )
     .await
     .expect_error("not_found", 404);
-    let got = cp
-        .ok(
-            AGENTS,
-            "UpdateActAsProvider",
-            cp.body(json!({"provider_id": "idp", "jwks_url": "https://idp.example/keys"})),
-        )
-        .await;
-    assert_eq!(got["provider"]["jwks_url"], "https://idp.example/keys");
-    assert_eq!(got["provider"]["agent_count"], 1);
-    assert_eq!(got["provider"]["groups_claim"], "https://corp/groups");
+}
+
+async fn a_provider_is_deleted_only_when_no_agent_names_it(
+    cp: &portcullis_tests::ControlPlane,
+    id: &str,
+) {
     cp.call(
         AGENTS,
         "DeleteActAsProvider",

@@ -515,6 +515,13 @@ async fn rules_deploy_permission(cp: &ControlPlane) {
         .ok(MGMT, "CreatePlatformKey", cp.body(json!({"name": "registrar", "role": "operator", "permissions": ["agents.register", "agents.view"]})))
         .await;
     let token = key["token"].as_str().unwrap();
+    a_registrar_changes_agents_but_not_their_rules(cp, token).await;
+    // How act-as identities are verified decides whom allow lists admit: also rules.deploy.
+    act_as_verification_needs_rules_deploy_but_a_rename_does_not(cp, token).await;
+    a_registrar_cannot_suspend_grant_or_read_rules(cp, token).await;
+}
+
+async fn a_registrar_changes_agents_but_not_their_rules(cp: &ControlPlane, token: &str) {
     let plain = cp
         .call_as(
             token,
@@ -557,7 +564,12 @@ async fn rules_deploy_permission(cp: &ControlPlane) {
         json!({"b": 2}),
         "an update that leaves the rules alone needs no rules.deploy"
     );
-    // How act-as identities are verified decides whom allow lists admit: also rules.deploy.
+}
+
+async fn act_as_verification_needs_rules_deploy_but_a_rename_does_not(
+    cp: &ControlPlane,
+    token: &str,
+) {
     cp.call_as(
         token,
         AGENTS,
@@ -601,6 +613,9 @@ async fn rules_deploy_permission(cp: &ControlPlane) {
         "a rename trusts no one new: {}",
         renamed.text
     );
+}
+
+async fn a_registrar_cannot_suspend_grant_or_read_rules(cp: &ControlPlane, token: &str) {
     cp.call_as(
         token,
         AGENTS,

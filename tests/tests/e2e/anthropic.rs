@@ -70,53 +70,8 @@ async fn anthropic_sdk(w: &World, model: &str, mode: &str) -> Value {
 async fn the_anthropic_sdk_reaches_openai_shaped_and_anthropic_models() {
     let w = both().await;
     for model in ["gpt", "claude"] {
-        let plain = anthropic_sdk(&w, model, "plain").await;
-        assert_eq!(
-            plain["content"], "Hello from the fake upstream.",
-            "{model}: {plain}"
-        );
-        assert_eq!(plain["stop_reason"], "end_turn");
-        assert_eq!(plain["served_by"], model);
-        assert_eq!(
-            (
-                plain["usage"]["input_tokens"].as_u64(),
-                plain["usage"]["output_tokens"].as_u64()
-            ),
-            (Some(9), Some(12)),
-            "{model}: {plain}"
-        );
-        let streamed = anthropic_sdk(&w, model, "stream").await;
-        assert_eq!(
-            streamed["content"], "Hello from the fake upstream.",
-            "{model}: {streamed}"
-        );
-        assert!(
-            streamed["chunks"].as_u64().unwrap() > 1,
-            "streamed in pieces: {streamed}"
-        );
-        assert_eq!(
-            streamed["usage"]["output_tokens"], 12,
-            "{model}: {streamed}"
-        );
-        for mode in ["tools", "tools-stream"] {
-            let t = anthropic_sdk(&w, model, mode).await;
-            assert_eq!(t["stop_reason"], "tool_use", "{model} {mode}: {t}");
-            let uses = t["tool_uses"].as_array().unwrap();
-            assert_eq!(uses.len(), 2, "two tool uses, each with its id: {t}");
-            assert_ne!(uses[0]["id"], uses[1]["id"]);
-            for u in uses {
-                assert_eq!(u["name"], "get_weather");
-                assert_eq!(
-                    u["input"],
-                    json!({"location": "Paris"}),
-                    "{model} {mode}: {t}"
-                );
-            }
-            assert_eq!(
-                t["final"], "Hello from the fake upstream.",
-                "the results were accepted: {t}"
-            );
-        }
+        the_anthropic_sdk_gets_plain_and_streamed_answers(&w, model).await;
+        the_anthropic_sdk_uses_tools(&w, model).await;
     }
     let bearer = python::run(
         "anthropic_messages.py",
@@ -130,6 +85,63 @@ async fn the_anthropic_sdk_reaches_openai_shaped_and_anthropic_models() {
     let models = anthropic_sdk(&w, "ignored", "models").await;
     assert_eq!(models["models"], json!(["claude", "gpt"]), "{models}");
 
+    each_upstream_gets_its_own_key_and_model_id(&w);
+}
+
+async fn the_anthropic_sdk_gets_plain_and_streamed_answers(w: &World, model: &str) {
+    let plain = anthropic_sdk(w, model, "plain").await;
+    assert_eq!(
+        plain["content"], "Hello from the fake upstream.",
+        "{model}: {plain}"
+    );
+    assert_eq!(plain["stop_reason"], "end_turn");
+    assert_eq!(plain["served_by"], model);
+    assert_eq!(
+        (
+            plain["usage"]["input_tokens"].as_u64(),
+            plain["usage"]["output_tokens"].as_u64()
+        ),
+        (Some(9), Some(12)),
+        "{model}: {plain}"
+    );
+    let streamed = anthropic_sdk(w, model, "stream").await;
+    assert_eq!(
+        streamed["content"], "Hello from the fake upstream.",
+        "{model}: {streamed}"
+    );
+    assert!(
+        streamed["chunks"].as_u64().unwrap() > 1,
+        "streamed in pieces: {streamed}"
+    );
+    assert_eq!(
+        streamed["usage"]["output_tokens"], 12,
+        "{model}: {streamed}"
+    );
+}
+
+async fn the_anthropic_sdk_uses_tools(w: &World, model: &str) {
+    for mode in ["tools", "tools-stream"] {
+        let t = anthropic_sdk(w, model, mode).await;
+        assert_eq!(t["stop_reason"], "tool_use", "{model} {mode}: {t}");
+        let uses = t["tool_uses"].as_array().unwrap();
+        assert_eq!(uses.len(), 2, "two tool uses, each with its id: {t}");
+        assert_ne!(uses[0]["id"], uses[1]["id"]);
+        for u in uses {
+            assert_eq!(u["name"], "get_weather");
+            assert_eq!(
+                u["input"],
+                json!({"location": "Paris"}),
+                "{model} {mode}: {t}"
+            );
+        }
+        assert_eq!(
+            t["final"], "Hello from the fake upstream.",
+            "the results were accepted: {t}"
+        );
+    }
+}
+
+fn each_upstream_gets_its_own_key_and_model_id(w: &World) {
     for r in w.fake.requests() {
         for (name, value) in &r.headers {
             assert!(
@@ -241,8 +253,23 @@ async fn messages(w: &World, key: &str, body: Value) -> (crate::world::Http, Str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_on_messages_are_anthropic_sdk_exceptions() {
     let w = both().await;
-    let cp = &w.cp;
     // The fake refuses what the real API refuses.
+    the_fake_refuses_what_the_real_api_refuses(&w).await;
+
+    unknown_keys_and_models_are_sdk_errors(&w).await;
+
+    // Attached but not allowed: a policy denial, with its reason.
+    a_model_not_allowed_is_a_permission_error(&w).await;
+
+    // The gateway itself refuses a request without max_tokens, as Anthropic does, and nothing
+    // reaches an upstream.
+    the_gateway_refuses_a_request_without_max_tokens(&w).await;
+
+    // A used-up quota: 429, which the SDK raises as RateLimitError.
+    a_used_up_quota_is_a_rate_limit_error(&w).await;
+}
+
+async fn the_fake_refuses_what_the_real_api_refuses(w: &World) {
     let direct = reqwest::Client::new()
         .post(format!("{}/v1/messages", w.fake.anthropic_base_url()))
         .header("x-api-key", ANTHROPIC_SECRET);
@@ -261,8 +288,10 @@ async fn refusals_on_messages_are_anthropic_sdk_exceptions() {
     )
     .await;
     assert!(r.text.contains("max_tokens"), "{}", r.text);
+}
 
-    let base = anthropic_base(&w);
+async fn unknown_keys_and_models_are_sdk_errors(w: &World) {
+    let base = anthropic_base(w);
     let bad_key = format!("svc_{}", "A".repeat(43));
     let r = python::run(
         "anthropic_messages.py",
@@ -273,17 +302,18 @@ async fn refusals_on_messages_are_anthropic_sdk_exceptions() {
     assert_eq!(r["error"]["body"]["type"], "error");
     assert_eq!(r["error"]["body"]["error"]["type"], "authentication_error");
 
-    let r = anthropic_sdk(&w, "nope", "error").await;
+    let r = anthropic_sdk(w, "nope", "error").await;
     assert_eq!(
         (r["error"]["class"].as_str(), r["error"]["status"].as_u64()),
         (Some("NotFoundError"), Some(404)),
         "{r}"
     );
+}
 
-    // Attached but not allowed: a policy denial, with its reason.
-    let other = claude(&w, "other", &w.fake).await;
-    attach(&w, &[&other], &["gpt", "claude"]).await;
-    let r = anthropic_sdk(&w, "other", "error").await;
+async fn a_model_not_allowed_is_a_permission_error(w: &World) {
+    let other = claude(w, "other", &w.fake).await;
+    attach(w, &[&other], &["gpt", "claude"]).await;
+    let r = anthropic_sdk(w, "other", "error").await;
     assert_eq!(r["error"]["class"], "PermissionDeniedError", "{r}");
     let error = &r["error"]["body"]["error"];
     assert_eq!(error["type"], "permission_error");
@@ -295,12 +325,12 @@ async fn refusals_on_messages_are_anthropic_sdk_exceptions() {
         (Some("no_permit"), Some("default-deny")),
         "{r}"
     );
+}
 
-    // The gateway itself refuses a request without max_tokens, as Anthropic does, and nothing
-    // reaches an upstream.
+async fn the_gateway_refuses_a_request_without_max_tokens(w: &World) {
     let before = w.fake.requests().len();
     let (r, _) = messages(
-        &w,
+        w,
         &w.key,
         json!({"model": "claude", "messages": [{"role": "user", "content": "hi"}]}),
     )
@@ -316,8 +346,10 @@ async fn refusals_on_messages_are_anthropic_sdk_exceptions() {
         .unwrap()
         .contains("max_tokens"));
     assert_eq!(w.fake.requests().len(), before);
+}
 
-    // A used-up quota: 429, which the SDK raises as RateLimitError.
+async fn a_used_up_quota_is_a_rate_limit_error(w: &World) {
+    let cp = &w.cp;
     let agent = cp
         .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "bot"})))
         .await["agent"]["agent_id"]
@@ -329,7 +361,7 @@ async fn refusals_on_messages_are_anthropic_sdk_exceptions() {
     )
     .await;
     w.gw.caught_up(cp).await;
-    let r = anthropic_sdk(&w, "claude", "error").await;
+    let r = anthropic_sdk(w, "claude", "error").await;
     assert_eq!(r["error"]["class"], "RateLimitError", "{r}");
     assert!(r["error"]["body"]["error"]["quota_id"].is_string(), "{r}");
 }
@@ -431,16 +463,34 @@ async fn a_quota_on_an_anthropic_model_is_charged_its_real_usage() {
     )
     .await;
     w.gw.caught_up(cp).await;
-    // claude-sonnet-4 at 3 and 15 USD per million tokens: 9 in and 12 out cost 27 + 180 µUSD.
-    const CALL: u64 = 9 * 3 + 12 * 15;
-    let body = |stream: bool| json!({"model": "claude", "max_tokens": 64, "stream": stream, "messages": [{"role": "user", "content": "hi"}]});
+    anthropic_calls_are_charged_their_real_usage(&w).await;
+    an_openai_stream_is_charged_without_showing_usage(&w).await;
+    // Until the quota has no room for another worst case; then 429 in Anthropic's shape.
+    a_full_quota_refuses_in_anthropics_shape(&w).await;
+}
+
+/// What one call to `claude` costs: claude-sonnet-4 at 3 and 15 USD per million tokens: 9 in
+/// and 12 out cost 27 + 180 µUSD.
+const CLAUDE_CALL_MICROS: u64 = 9 * 3 + 12 * 15;
+
+/// A `claude` request with room for 64 tokens.
+fn claude_body(stream: bool) -> Value {
+    json!({"model": "claude", "max_tokens": 64, "stream": stream, "messages": [{"role": "user", "content": "hi"}]})
+}
+
+async fn anthropic_calls_are_charged_their_real_usage(w: &World) {
+    let cp = &w.cp;
     for (how, stream) in [("anthropic plain", false), ("anthropic streamed", true)] {
-        let (r, id) = messages(&w, &w.key, body(stream)).await;
+        let (r, id) = messages(w, &w.key, claude_body(stream)).await;
         assert_eq!(r.status, 200, "{how}: {}", r.text);
         let e = wait(cp, &by_activity(cp, &id, &["model.call"])).await;
-        assert_eq!(e.payload["cost_micros"], CALL, "{how}: {}", e.payload);
         assert_eq!(
-            e.payload["charges"][0]["micros"], CALL,
+            e.payload["cost_micros"], CLAUDE_CALL_MICROS,
+            "{how}: {}",
+            e.payload
+        );
+        assert_eq!(
+            e.payload["charges"][0]["micros"], CLAUDE_CALL_MICROS,
             "{how}: {}",
             e.payload
         );
@@ -449,6 +499,10 @@ async fn a_quota_on_an_anthropic_model_is_charged_its_real_usage() {
             (Some("anthropic.messages"), Some(false))
         );
     }
+}
+
+async fn an_openai_stream_is_charged_without_showing_usage(w: &World) {
+    let cp = &w.cp;
     let id = activity();
     let streamed = http(
         reqwest::Client::new()
@@ -466,7 +520,7 @@ async fn a_quota_on_an_anthropic_model_is_charged_its_real_usage() {
     );
     let e = wait(cp, &by_activity(cp, &id, &["model.call"])).await;
     assert_eq!(
-        e.payload["cost_micros"], CALL,
+        e.payload["cost_micros"], CLAUDE_CALL_MICROS,
         "openai streamed: {}",
         e.payload
     );
@@ -482,10 +536,12 @@ async fn a_quota_on_an_anthropic_model_is_charged_its_real_usage() {
             Some(true)
         )
     );
-    // Until the quota has no room for another worst case; then 429 in Anthropic's shape.
+}
+
+async fn a_full_quota_refuses_in_anthropics_shape(w: &World) {
     let mut refused = None;
     for _ in 0..60 {
-        let (r, _) = messages(&w, &w.key, body(false)).await;
+        let (r, _) = messages(w, &w.key, claude_body(false)).await;
         if r.status != 200 {
             refused = Some(r);
             break;

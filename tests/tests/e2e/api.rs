@@ -3,7 +3,9 @@
 
 use portcullis_tests::controlplane::{AGENTS, MGMT};
 use portcullis_tests::{on_both_backends, Backend, ControlPlane};
-use serde_json::json;
+use serde_json::{json, Value};
+
+use crate::world::platform_key;
 
 async fn model_count(cp: &ControlPlane) -> usize {
     cp.ok(MGMT, "ListLLMModelConnections", cp.body(json!({})))
@@ -84,6 +86,23 @@ async fn empty_strings_are_absent(cp: &ControlPlane) {
 }
 
 async fn bad_input_is_refused_and_changes_nothing(cp: &ControlPlane) {
+    malformed_bodies_are_invalid_arguments(cp).await;
+    let other_ws = cp.body(json!({"workspace_id": uuid::Uuid::new_v4().to_string(), "name": "m", "provider": "openai", "provider_config": {"model": "x"}}));
+    cp.call(MGMT, "CreateLLMModelConnection", other_ws)
+        .await
+        .expect_error("permission_denied", 403);
+    assert_eq!(
+        model_count(cp).await,
+        0,
+        "no refused request created anything"
+    );
+
+    // Connect's code for a procedure the server does not have is `unimplemented` (HTTP 404),
+    // distinct from `not_found` for a missing resource.
+    unknown_operations_are_unimplemented_and_missing_resources_not_found(cp).await;
+}
+
+async fn malformed_bodies_are_invalid_arguments(cp: &ControlPlane) {
     let op = "svc.mgmt.v1.ManagementService/CreateLLMModelConnection";
     let good =
         cp.body(json!({"name": "m", "provider": "openai", "provider_config": {"model": "x"}}));
@@ -149,18 +168,9 @@ async fn bad_input_is_refused_and_changes_nothing(cp: &ControlPlane) {
         reply.expect_error("invalid_argument", 400).mentions(needle);
         assert!(reply.status < 500);
     }
-    let other_ws = cp.body(json!({"workspace_id": uuid::Uuid::new_v4().to_string(), "name": "m", "provider": "openai", "provider_config": {"model": "x"}}));
-    cp.call(MGMT, "CreateLLMModelConnection", other_ws)
-        .await
-        .expect_error("permission_denied", 403);
-    assert_eq!(
-        model_count(cp).await,
-        0,
-        "no refused request created anything"
-    );
+}
 
-    // Connect's code for a procedure the server does not have is `unimplemented` (HTTP 404),
-    // distinct from `not_found` for a missing resource.
+async fn unknown_operations_are_unimplemented_and_missing_resources_not_found(cp: &ControlPlane) {
     cp.call(MGMT, "Frobnicate", cp.body(json!({})))
         .await
         .expect_error("unimplemented", 404)
@@ -261,24 +271,36 @@ async fn authentication(cp: &ControlPlane) {
 }
 
 async fn roles_map_to_permissions(cp: &ControlPlane) {
-    let mk = |name: &str, role: &str| cp.body(json!({"name": name, "role": role}));
-    let viewer = cp
-        .ok(MGMT, "CreatePlatformKey", mk("viewer", "viewer"))
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let operator = cp
-        .ok(MGMT, "CreatePlatformKey", mk("operator", "operator"))
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let model =
-        cp.body(json!({"name": "m", "provider": "openai", "provider_config": {"model": "x"}}));
+    let viewer = platform_key(cp, "viewer", "viewer").await;
+    let operator = platform_key(cp, "operator", "operator").await;
+    a_viewer_reads_but_creates_nothing(cp, &viewer).await;
+    an_operator_creates_but_makes_no_keys_or_deployments(cp, &operator).await;
+    // The plural spelling of a permission is accepted.
+    key_permissions_are_held_to_the_role(cp).await;
+    let workspaces = cp
+        .call_as(&viewer, MGMT, "ListWorkspaces", json!({}))
+        .await
+        .body;
+    assert_eq!(
+        workspaces["workspaces"][0]["workspace_id"],
+        cp.workspace_id.as_str()
+    );
+    assert_eq!(workspaces["workspaces"][0]["name"], "default");
+}
 
+/// A `CreatePlatformKey` body.
+fn key_body(cp: &ControlPlane, name: &str, role: &str) -> Value {
+    cp.body(json!({"name": name, "role": role}))
+}
+
+/// A `CreateLLMModelConnection` body.
+fn model_body(cp: &ControlPlane) -> Value {
+    cp.body(json!({"name": "m", "provider": "openai", "provider_config": {"model": "x"}}))
+}
+
+async fn a_viewer_reads_but_creates_nothing(cp: &ControlPlane, viewer: &str) {
     let identity = cp
-        .call_as(&viewer, MGMT, "GetIdentity", json!({}))
+        .call_as(viewer, MGMT, "GetIdentity", json!({}))
         .await
         .body;
     assert_eq!(
@@ -286,23 +308,23 @@ async fn roles_map_to_permissions(cp: &ControlPlane) {
         json!(["gateway.view", "agents.view", "eventing.view"])
     );
     assert_eq!(
-        cp.call_as(&viewer, MGMT, "ListLLMModelConnections", cp.body(json!({})))
+        cp.call_as(viewer, MGMT, "ListLLMModelConnections", cp.body(json!({})))
             .await
             .status,
         200
     );
     assert_eq!(
-        cp.call_as(&viewer, AGENTS, "ListAgents", cp.body(json!({})))
+        cp.call_as(viewer, AGENTS, "ListAgents", cp.body(json!({})))
             .await
             .status,
         200
     );
-    cp.call_as(&viewer, MGMT, "CreateLLMModelConnection", model.clone())
+    cp.call_as(viewer, MGMT, "CreateLLMModelConnection", model_body(cp))
         .await
         .expect_error("permission_denied", 403)
         .mentions("gateway.manage");
     cp.call_as(
-        &viewer,
+        viewer,
         AGENTS,
         "RegisterAgent",
         cp.body(json!({"name": "a"})),
@@ -310,16 +332,18 @@ async fn roles_map_to_permissions(cp: &ControlPlane) {
     .await
     .expect_error("permission_denied", 403)
     .mentions("agents.register");
+}
 
+async fn an_operator_creates_but_makes_no_keys_or_deployments(cp: &ControlPlane, operator: &str) {
     assert_eq!(
-        cp.call_as(&operator, MGMT, "CreateLLMModelConnection", model)
+        cp.call_as(operator, MGMT, "CreateLLMModelConnection", model_body(cp))
             .await
             .status,
         200
     );
     assert_eq!(
         cp.call_as(
-            &operator,
+            operator,
             AGENTS,
             "RegisterAgent",
             cp.body(json!({"name": "a", "allowed_pool_names": ["p"]}))
@@ -328,18 +352,25 @@ async fn roles_map_to_permissions(cp: &ControlPlane) {
         .status,
         200
     );
-    cp.call_as(&operator, MGMT, "CreatePlatformKey", mk("x", "viewer"))
-        .await
-        .expect_error("permission_denied", 403);
     cp.call_as(
-        &operator,
+        operator,
+        MGMT,
+        "CreatePlatformKey",
+        key_body(cp, "x", "viewer"),
+    )
+    .await
+    .expect_error("permission_denied", 403);
+    cp.call_as(
+        operator,
         MGMT,
         "CreateDeployment",
         cp.body(json!({"name": "d", "public_url": "https://x.example.com"})),
     )
     .await
     .expect_error("permission_denied", 403);
-    // The plural spelling of a permission is accepted.
+}
+
+async fn key_permissions_are_held_to_the_role(cp: &ControlPlane) {
     let plural = cp
         .call(
             MGMT,
@@ -361,18 +392,9 @@ async fn roles_map_to_permissions(cp: &ControlPlane) {
     .await
     .expect_error("invalid_argument", 400)
     .mentions("does not include");
-    cp.call(MGMT, "CreatePlatformKey", mk("viewer", "viewer"))
+    cp.call(MGMT, "CreatePlatformKey", key_body(cp, "viewer", "viewer"))
         .await
         .expect_error("already_exists", 409);
-    let workspaces = cp
-        .call_as(&viewer, MGMT, "ListWorkspaces", json!({}))
-        .await
-        .body;
-    assert_eq!(
-        workspaces["workspaces"][0]["workspace_id"],
-        cp.workspace_id.as_str()
-    );
-    assert_eq!(workspaces["workspaces"][0]["name"], "default");
 }
 
 async fn health_ready_metrics(cp: &ControlPlane) {

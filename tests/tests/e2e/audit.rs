@@ -13,7 +13,7 @@ use portcullis_tests::fake_mcp::FakeMcp;
 use portcullis_tests::{Backend, ControlPlane, FakeLlm, GatewayProcess};
 use serde_json::{json, Value};
 
-use crate::world::{http, model, Http, UPSTREAM_SECRET};
+use crate::world::{agent_id, http, model, platform_key, register_with_key, Http, UPSTREAM_SECRET};
 
 pub const PROMPT: &str = "prompt-text-that-must-not-be-stored-8841";
 const COMPLETION: &str = "completion-text-that-must-not-be-stored-2217";
@@ -123,7 +123,7 @@ impl Setup {
         } else {
             None
         };
-        let key = crate::world::register_bot(&cp, agent).await;
+        let key = register_with_key(&cp, agent).await;
         let gw = GatewayProcess::start_with(&cp, gateway_env).await;
         let tool = match tool {
             Some((fake_tool, id)) => {
@@ -199,14 +199,67 @@ pub fn activity() -> String {
 async fn envelopes_filters_and_secrets(backend: Backend) {
     let s = Setup::start(backend, true).await;
     let cp = &s.cp;
-    let agent_id = cp
-        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "bot"})))
-        .await["agent"]["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let agent_id = agent_id(cp, "bot").await;
 
     // A model call.
+    let a = a_model_call_is_recorded_whole(&s, &agent_id).await;
+
+    // An agent acting for a person: the person is recorded beside the agent.
+    a_person_acted_for_is_recorded_beside_the_agent(&s).await;
+
+    // A connection's own pricing overrides the table.
+    a_connections_own_pricing_overrides_the_table(&s).await;
+
+    // A streamed call is metered from the usage chunk the gateway asked for.
+    let streamed = activity();
+    assert_eq!(s.chat("gpt", &streamed, true).await.status, 200);
+    let e = wait(cp, &by_activity(cp, &streamed, &["model.call"])).await;
+    assert_eq!(e.payload["stream"], true);
+    assert!(
+        e.payload["usage"]["completion_tokens"].as_u64().unwrap() > 0,
+        "{}",
+        e.payload
+    );
+
+    // A tool list (audited once: the second is a cache hit) and a tool call.
+    a_tool_call_and_one_list_are_recorded(&s).await;
+
+    // Denials: a model the agent may not invoke, and a tool it may not call.
+    denials_are_recorded_with_their_reason(&s).await;
+
+    // The control plane's own operations, with the platform key as actor.
+    let mgmt = wait(
+        cp,
+        &QueryEventsRequest {
+            workspace_id: Some(cp.workspace_id.clone()),
+            event_types: vec!["mgmt.operation".into()],
+            operation: Some("CreateAgentKey".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(mgmt.actor.kind, "ACTOR_KIND_PLATFORM_KEY");
+    assert_eq!(mgmt.request.surface, "INITIATOR_SURFACE_MANAGEMENT_API");
+    assert_eq!(mgmt.producer.service, "controlplane");
+
+    // Filters: results, agents, payload fields; pages hold every event exactly once.
+    filters_select_results_payload_fields_and_agents(cp, &agent_id).await;
+    pages_hold_every_event_once_newest_first(cp).await;
+
+    // Bad input is refused and names the field.
+    bad_queries_are_refused_naming_the_field(cp).await;
+
+    // Only platform keys with view permission read events; agent keys never do.
+    let (narrow, viewer) = only_platform_keys_with_view_permission_read_events(&s).await;
+
+    // Nothing secret, no prompt, completion or tool argument or result is stored.
+    nothing_secret_is_stored(&s, backend, &a, &narrow, &viewer).await;
+}
+
+/// A chat completion with `gpt` and its `model.call` event, checked field by field: the
+/// call's activity id.
+async fn a_model_call_is_recorded_whole(s: &Setup, agent_id: &str) -> String {
+    let cp = &s.cp;
     let a = activity();
     let reply = s.chat("gpt", &a, false).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
@@ -215,7 +268,7 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
     assert_eq!(e.result, "RESULT_ALLOWED");
     assert_eq!(
         (e.scope.workspace_id.as_str(), e.scope.agent_id.as_str()),
-        (cp.workspace_id.as_str(), agent_id.as_str())
+        (cp.workspace_id.as_str(), agent_id)
     );
     assert_eq!(
         (
@@ -223,7 +276,7 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
             e.actor.id.as_str(),
             e.actor.display.as_str()
         ),
-        ("ACTOR_KIND_AGENT", agent_id.as_str(), "bot")
+        ("ACTOR_KIND_AGENT", agent_id, "bot")
     );
     assert_eq!(
         (e.resource.kind.as_str(), e.resource.name.as_str()),
@@ -247,6 +300,18 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         ),
         (a.as_str(), "ACTIVITY_TRUST_CALLER_ASSERTED")
     );
+    the_model_call_is_metered_and_priced_from_the_table(&e);
+    // Time is RFC 3339 in UTC, to the millisecond.
+    assert!(e.time.ends_with('Z') && e.time.len() == 24, "{}", e.time);
+    let fetched = admin(cp)
+        .get_event(&cp.workspace_id, &e.event_id)
+        .await
+        .unwrap();
+    assert_eq!(fetched, e);
+    a
+}
+
+fn the_model_call_is_metered_and_priced_from_the_table(e: &AuditEventV1) {
     assert!(
         e.data_handling
             .omitted
@@ -279,34 +344,16 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
             portcullis_shared::prices::TABLE_VERSION
         )
     );
-    // Time is RFC 3339 in UTC, to the millisecond.
-    assert!(e.time.ends_with('Z') && e.time.len() == 24, "{}", e.time);
-    let fetched = admin(cp)
-        .get_event(&cp.workspace_id, &e.event_id)
-        .await
-        .unwrap();
-    assert_eq!(fetched, e);
+}
 
-    // An agent acting for a person: the person is recorded beside the agent.
-    cp.ok(
-        AGENTS,
-        "RegisterAgent",
-        cp.body(
-            json!({"name": "helper", "allowed_gateway_ids": [cp.default_gateway_id],
+async fn a_person_acted_for_is_recorded_beside_the_agent(s: &Setup) {
+    let cp = &s.cp;
+    let helper_key = register_with_key(
+        cp,
+        json!({"name": "helper", "allowed_gateway_ids": [cp.default_gateway_id],
         "allowed_direct_model_names": ["gpt"], "actas_method": "none"}),
-        ),
     )
     .await;
-    let helper_key = cp
-        .ok(
-            AGENTS,
-            "CreateAgentKey",
-            cp.body(json!({"agent_id": "helper", "name": "k"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
     let person = base64::engine::general_purpose::STANDARD
         .encode(r#"{"sub":"u-42","email":"u42@example.com"}"#);
     let p = activity();
@@ -344,8 +391,10 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         ("ACTOR_KIND_USER", "u-42", "u42@example.com")
     );
     assert_eq!(on_behalf.display, "asserted by the agent, not verified");
+}
 
-    // A connection's own pricing overrides the table.
+async fn a_connections_own_pricing_overrides_the_table(s: &Setup) {
+    let cp = &s.cp;
     let priced = cp
         .ok(
             MGMT,
@@ -392,19 +441,10 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
     );
     assert_eq!(e.payload["cost_micros"], p_in * 1000 + p_out * 2000);
     assert_eq!(e.payload["price_source"], "override");
+}
 
-    // A streamed call is metered from the usage chunk the gateway asked for.
-    let streamed = activity();
-    assert_eq!(s.chat("gpt", &streamed, true).await.status, 200);
-    let e = wait(cp, &by_activity(cp, &streamed, &["model.call"])).await;
-    assert_eq!(e.payload["stream"], true);
-    assert!(
-        e.payload["usage"]["completion_tokens"].as_u64().unwrap() > 0,
-        "{}",
-        e.payload
-    );
-
-    // A tool list (audited once: the second is a cache hit) and a tool call.
+async fn a_tool_call_and_one_list_are_recorded(s: &Setup) {
+    let cp = &s.cp;
     let t = activity();
     let listed = s.rpc("tools/list", json!({}), &t).await;
     assert_eq!(
@@ -443,8 +483,10 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
     let lists = all(cp, &by_activity(cp, &t, &["tool.list"]), 50).await;
     assert_eq!(lists.len(), 1, "a cache hit is not audited: {lists:?}");
     assert_eq!(lists[0].payload["tools"], 1);
+}
 
-    // Denials: a model the agent may not invoke, and a tool it may not call.
+async fn denials_are_recorded_with_their_reason(s: &Setup) {
+    let cp = &s.cp;
     let d = activity();
     let denied = s.chat("other", &d, false).await;
     assert_eq!(denied.status, 403);
@@ -481,23 +523,9 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         .await
         .expect("the unauthenticated call is audited");
     assert_eq!(e.payload["reason_code"], "invalid_api_key");
+}
 
-    // The control plane's own operations, with the platform key as actor.
-    let mgmt = wait(
-        cp,
-        &QueryEventsRequest {
-            workspace_id: Some(cp.workspace_id.clone()),
-            event_types: vec!["mgmt.operation".into()],
-            operation: Some("CreateAgentKey".into()),
-            ..Default::default()
-        },
-    )
-    .await;
-    assert_eq!(mgmt.actor.kind, "ACTOR_KIND_PLATFORM_KEY");
-    assert_eq!(mgmt.request.surface, "INITIATOR_SURFACE_MANAGEMENT_API");
-    assert_eq!(mgmt.producer.service, "controlplane");
-
-    // Filters: results, agents, payload fields; pages hold every event exactly once.
+async fn filters_select_results_payload_fields_and_agents(cp: &ControlPlane, agent_id: &str) {
     let ws = Some(cp.workspace_id.clone());
     let denied_only = all(
         cp,
@@ -532,13 +560,17 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         cp,
         &QueryEventsRequest {
             workspace_id: ws.clone(),
-            agent_ids: vec![agent_id.clone()],
+            agent_ids: vec![agent_id.to_string()],
             ..Default::default()
         },
         50,
     )
     .await;
     assert!(agent_events.iter().all(|e| e.scope.agent_id == agent_id));
+}
+
+async fn pages_hold_every_event_once_newest_first(cp: &ControlPlane) {
+    let ws = Some(cp.workspace_id.clone());
     let everything = all(
         cp,
         &QueryEventsRequest {
@@ -577,8 +609,9 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(default_page.events.len(), everything.len().min(50));
+}
 
-    // Bad input is refused and names the field.
+async fn bad_queries_are_refused_naming_the_field(cp: &ControlPlane) {
     let bad = cp
         .call(
             "svc.audit.v1.AuditService",
@@ -605,8 +638,12 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         )
         .await;
     missing.expect_error("not_found", 404);
+}
 
-    // Only platform keys with view permission read events; agent keys never do.
+/// A narrow key without audit permission and an agent key are refused; a viewer reads: the
+/// narrow key's and the viewer's tokens.
+async fn only_platform_keys_with_view_permission_read_events(s: &Setup) -> (String, String) {
+    let cp = &s.cp;
     let narrow = cp
         .ok(
             MGMT,
@@ -633,16 +670,7 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
     )
     .await
     .expect_error_any(&["unauthenticated", "permission_denied"]);
-    let viewer = cp
-        .ok(
-            MGMT,
-            "CreatePlatformKey",
-            cp.body(json!({"name": "viewer", "role": "viewer"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let viewer = platform_key(cp, "viewer", "viewer").await;
     let seen = cp
         .call_as(
             &viewer,
@@ -652,17 +680,28 @@ async fn envelopes_filters_and_secrets(backend: Backend) {
         )
         .await;
     assert_eq!(seen.status, 200, "{}", seen.text);
+    (narrow, viewer)
+}
 
-    // Nothing secret, no prompt, completion or tool argument or result is stored.
+/// The store (and on SQLite its files) holds none of the secrets, prompts, completions and
+/// tool arguments, nor the platform keys made along the way; it does hold activity `a`.
+async fn nothing_secret_is_stored(
+    s: &Setup,
+    backend: Backend,
+    a: &str,
+    narrow: &str,
+    viewer: &str,
+) {
+    let cp = &s.cp;
     let store = cp.dump_store().await;
-    assert!(store.contains(&a), "the dump covers the audit table");
+    assert!(store.contains(a), "the dump covers the audit table");
     for needle in [
         UPSTREAM_SECRET,
         TOOL_SECRET,
         s.key.as_str(),
         cp.key.as_str(),
-        narrow.as_str(),
-        viewer.as_str(),
+        narrow,
+        viewer,
         PROMPT,
         COMPLETION,
         TOOL_ARG,

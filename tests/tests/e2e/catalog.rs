@@ -58,6 +58,39 @@ async fn install_call_block_upgrade_uninstall() {
         .await;
     let service = RecordedService::start("github-issues", &format!("Bearer {TOKEN}")).await;
 
+    the_catalog_lists_its_services(&cp).await;
+    refusals(&cp).await;
+
+    let id = github_issues_installs_as_a_filtered_rest_tool(&cp, &service).await;
+    cp.ok(
+        MGMT,
+        "AddGatewayToolSource",
+        cp.body(json!({"gateway_id": cp.default_gateway_id, "connection_id": id})),
+    )
+    .await;
+    let key = crate::world::register_with_key(
+        &cp,
+        json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
+            "allowed_tools": ["gh/list_issues", "gh/get_issue", "gh/create_issue", "gh/add_comment", "gh/list_comments"]}),
+    )
+    .await;
+    let gw = GatewayProcess::start(&cp).await;
+    let catalog = discovered(&cp, &id, 3).await;
+    assert!(catalog["tools"][0]["input_schema"]["properties"].is_object());
+
+    // Called through the gateway with the official MCP SDK.
+    the_sdk_calls_the_filtered_operations(&cp, &gw, &key).await;
+    the_service_gets_only_arguments_in_the_schema(&service);
+
+    // Block one operation: gone from the list, refused on call.
+    a_blocked_operation_is_hidden_and_refused(&cp, &gw, &key, &id).await;
+
+    upgrade_keeps_filter_credential_and_block(&cp, &gw, &key, &id, dir.path(), &service).await;
+
+    uninstall_forgets_the_connection_and_its_credential(&cp, &id).await;
+}
+
+async fn the_catalog_lists_its_services(cp: &ControlPlane) {
     let services = cp.ok(MGMT, "ListCatalogServices", cp.body(json!({}))).await;
     let github = services["services"]
         .as_array()
@@ -75,8 +108,13 @@ async fn install_call_block_upgrade_uninstall() {
         (Some(2), Some("Authorization"), Some(true))
     );
     assert_eq!(services["services"].as_array().unwrap().len(), 3);
-    refusals(&cp).await;
+}
 
+/// Installs `github-issues` as `gh` on the recorded service, three operations kept: its id.
+async fn github_issues_installs_as_a_filtered_rest_tool(
+    cp: &ControlPlane,
+    service: &RecordedService,
+) -> String {
     let installed = cp
         .ok(
             MGMT,
@@ -96,28 +134,15 @@ async fn install_call_block_upgrade_uninstall() {
     );
     assert_eq!(tool["write_tools"], json!(["create_issue"]));
     assert!(!installed.to_string().contains(TOKEN));
-    cp.ok(
-        MGMT,
-        "AddGatewayToolSource",
-        cp.body(json!({"gateway_id": cp.default_gateway_id, "connection_id": id})),
-    )
-    .await;
-    let key = crate::world::register_bot(
-        &cp,
-        json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
-            "allowed_tools": ["gh/list_issues", "gh/get_issue", "gh/create_issue", "gh/add_comment", "gh/list_comments"]}),
-    )
-    .await;
-    let gw = GatewayProcess::start(&cp).await;
-    let catalog = discovered(&cp, &id, 3).await;
-    assert!(catalog["tools"][0]["input_schema"]["properties"].is_object());
+    id
+}
 
-    // Called through the gateway with the official MCP SDK.
+async fn the_sdk_calls_the_filtered_operations(cp: &ControlPlane, gw: &GatewayProcess, key: &str) {
     let list = fixture("github-issues", "list_issues");
     let out = sdk(
-        &gw,
-        &cp,
-        &key,
+        gw,
+        cp,
+        key,
         &[
             ("gh/list_issues", list["arguments"].clone()),
             ("gh/get_issue", json!({"owner": "octocat"})),
@@ -144,6 +169,9 @@ async fn install_call_block_upgrade_uninstall() {
         "{bad}"
     );
     assert_eq!(out["calls"][2]["structuredContent"]["number"], 1347);
+}
+
+fn the_service_gets_only_arguments_in_the_schema(service: &RecordedService) {
     let sent = service.received();
     let first = &sent[0];
     assert_eq!(
@@ -172,8 +200,14 @@ async fn install_call_block_upgrade_uninstall() {
         sent[1].body,
         fixture("github-issues", "create_issue")["request"]["body"]
     );
+}
 
-    // Block one operation: gone from the list, refused on call.
+async fn a_blocked_operation_is_hidden_and_refused(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    key: &str,
+    id: &str,
+) {
     cp.ok(
         MGMT,
         "BlockTool",
@@ -182,11 +216,11 @@ async fn install_call_block_upgrade_uninstall() {
         ),
     )
     .await;
-    gw.caught_up(&cp).await;
+    gw.caught_up(cp).await;
     let out = sdk(
-        &gw,
-        &cp,
-        &key,
+        gw,
+        cp,
+        key,
         &[(
             "gh/create_issue",
             json!({"owner": "o", "repo": "r", "title": "t"}),
@@ -204,9 +238,9 @@ async fn install_call_block_upgrade_uninstall() {
             .contains("blocked"),
         "{out}"
     );
+}
 
-    upgrade_keeps_filter_credential_and_block(&cp, &gw, &key, &id, dir.path(), &service).await;
-
+async fn uninstall_forgets_the_connection_and_its_credential(cp: &ControlPlane, id: &str) {
     cp.ok(
         MGMT,
         "UninstallCatalogConnection",
@@ -214,7 +248,7 @@ async fn install_call_block_upgrade_uninstall() {
     )
     .await;
     let left = cp
-        .db_strings("SELECT owner_id FROM credentials WHERE owner_id = $1", &id)
+        .db_strings("SELECT owner_id FROM credentials WHERE owner_id = $1", id)
         .await;
     assert!(left.is_empty(), "the credential is gone: {left:?}");
     cp.call(

@@ -133,15 +133,7 @@ async fn quick_start_with_portcullis_up() {
     let dir = tempfile::tempdir().unwrap();
     let mut up = up(dir.path());
     up.wait_listening("portcullis up").await;
-    let endpoints_path = dir.path().join(".portcullis/endpoints.json");
-    for _ in 0..200 {
-        if endpoints_path.exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let endpoints: Value =
-        serde_json::from_str(&std::fs::read_to_string(&endpoints_path).unwrap()).unwrap();
+    let endpoints = written_endpoints(dir.path()).await;
     let url = endpoints["control_url"].as_str().unwrap();
     let env = [("PORTCULLIS_URL", url)];
     let key_mode = std::fs::metadata(dir.path().join(".portcullis/admin.key")).unwrap();
@@ -156,9 +148,49 @@ async fn quick_start_with_portcullis_up() {
     }
 
     let fake = FakeLlm::openai().reply("Quick start works.").start().await;
+    a_model_and_an_agent_are_added_but_no_local_tool(dir.path(), &env, &fake.base_url()).await;
+    let (token, base) =
+        a_key_is_issued_with_the_gateways_endpoints(dir.path(), &env, &endpoints).await;
+
+    // The README's example script, with the official OpenAI SDK.
+    the_readmes_example_gets_an_answer(&base, &token).await;
+
+    // The calls above are in the audit log: query, get, and a live tail.
+    let first = the_calls_are_in_the_audit_log(dir.path(), &env).await;
+    a_live_tail_prints_the_next_call(dir.path(), url, &base, &token, &first).await;
+
+    // Quotas, with limits in USD.
+    let qid = an_agent_quota_is_set_in_usd(dir.path(), &env).await;
+    // A gateway's quotas only.
+    gateway_and_workspace_quotas_are_checked(dir.path(), &env, &qid).await;
+    let (code, out, err) = cli(dir.path(), &env, &["quota", "delete", &qid]).await;
+    assert_eq!(code, 0, "{out}{err}");
+
+    // A second start reuses everything.
+    up.kill().await;
+    a_second_start_bootstraps_nothing(dir.path()).await;
+}
+
+/// The `endpoints.json` that `portcullis up` writes in `dir`, once it is there.
+async fn written_endpoints(dir: &Path) -> Value {
+    let endpoints_path = dir.join(".portcullis/endpoints.json");
+    for _ in 0..200 {
+        if endpoints_path.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    serde_json::from_str(&std::fs::read_to_string(&endpoints_path).unwrap()).unwrap()
+}
+
+async fn a_model_and_an_agent_are_added_but_no_local_tool(
+    dir: &Path,
+    env: &[(&str, &str)],
+    fake_url: &str,
+) {
     let (code, out, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &[
             "model",
             "add",
@@ -168,7 +200,7 @@ async fn quick_start_with_portcullis_up() {
             "--model",
             "gpt-4o-mini",
             "--base-url",
-            &fake.base_url(),
+            fake_url,
             "--api-key",
             "sk-quickstart-123456",
             "--gateway",
@@ -183,8 +215,8 @@ async fn quick_start_with_portcullis_up() {
     );
     // Local commands as tools are off unless `up` is started with --allow-stdio-tools.
     let (code, out, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &[
             "tool",
             "add",
@@ -199,8 +231,8 @@ async fn quick_start_with_portcullis_up() {
     assert_ne!(code, 0, "{out}{err}");
     assert!(err.contains("does not allow stdio"), "{out}{err}");
     let (code, out, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &[
             "agent",
             "register",
@@ -213,12 +245,15 @@ async fn quick_start_with_portcullis_up() {
     )
     .await;
     assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = cli(
-        dir.path(),
-        &env,
-        &["--json", "key", "create", "support-bot", "ci"],
-    )
-    .await;
+}
+
+/// A key of `support-bot`: its token and the OpenAI base URL it was issued with.
+async fn a_key_is_issued_with_the_gateways_endpoints(
+    dir: &Path,
+    env: &[(&str, &str)],
+    endpoints: &Value,
+) -> (String, String) {
+    let (code, out, err) = cli(dir, env, &["--json", "key", "create", "support-bot", "ci"]).await;
     assert_eq!(code, 0, "{out}{err}");
     let issued: Value = serde_json::from_str(&out).unwrap();
     let base = issued["endpoints"]["openai_base_url"]
@@ -226,12 +261,13 @@ async fn quick_start_with_portcullis_up() {
         .expect("endpoints point at the embedded gateway")
         .to_string();
     assert!(base.starts_with(endpoints["gateway_base_url"].as_str().unwrap()));
+    (issued["token"].as_str().unwrap().to_string(), base)
+}
 
-    // The README's example script, with the official OpenAI SDK.
-    let token = issued["token"].as_str().unwrap();
+async fn the_readmes_example_gets_an_answer(base: &str, token: &str) {
     let mut reply = Value::Null;
     for _ in 0..50 {
-        reply = python::run("openai_chat.py", &[&base, token, "gpt", "plain"]).await;
+        reply = python::run("openai_chat.py", &[base, token, "gpt", "plain"]).await;
         if reply["content"].is_string() {
             break;
         }
@@ -243,7 +279,7 @@ async fn quick_start_with_portcullis_up() {
         .arg(example)
         .arg("gpt")
         .env("PORTCULLIS_AGENT_KEY", token)
-        .env("PORTCULLIS_OPENAI_BASE_URL", &base)
+        .env("PORTCULLIS_OPENAI_BASE_URL", base)
         .output()
         .await
         .unwrap();
@@ -253,13 +289,15 @@ async fn quick_start_with_portcullis_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("Quick start works."));
+}
 
-    // The calls above are in the audit log: query, get, and a live tail.
+/// Queries and gets the audited model calls: the newest.
+async fn the_calls_are_in_the_audit_log(dir: &Path, env: &[(&str, &str)]) -> Value {
     let mut events = Value::Null;
     for _ in 0..100 {
         let (code, out, err) = cli(
-            dir.path(),
-            &env,
+            dir,
+            env,
             &[
                 "--json",
                 "audit",
@@ -281,23 +319,33 @@ async fn quick_start_with_portcullis_up() {
     let first = &events["events"][0];
     assert_eq!(first["type"], "model.call", "{events}");
     let id = first["event_id"].as_str().unwrap();
-    let (code, out, err) = cli(dir.path(), &env, &["audit", "get", id]).await;
+    let (code, out, err) = cli(dir, env, &["audit", "get", id]).await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains(id) && out.contains("model.call") && out.contains("allowed"),
         "{out}"
     );
-    let (code, out, _) = cli(dir.path(), &env, &["audit", "query", "--since", "1h"]).await;
+    let (code, out, _) = cli(dir, env, &["audit", "query", "--since", "1h"]).await;
     assert_eq!(code, 0);
     assert!(
         out.contains("model.call") && out.contains("EVENT ID"),
         "{out}"
     );
-    let (code, _, err) = cli(dir.path(), &env, &["audit", "query", "--result", "maybe"]).await;
+    let (code, _, err) = cli(dir, env, &["audit", "query", "--result", "maybe"]).await;
     assert_ne!(code, 0);
     assert!(err.contains("allowed, denied, error"), "{err}");
+    first.clone()
+}
+
+async fn a_live_tail_prints_the_next_call(
+    dir: &Path,
+    url: &str,
+    base: &str,
+    token: &str,
+    first: &Value,
+) {
     let mut tail = Command::new(bin("portcullis"));
-    tail.current_dir(dir.path())
+    tail.current_dir(dir)
         .args(["--json", "audit", "tail", "--type", "model.call"])
         .env("PORTCULLIS_URL", url)
         .stdout(std::process::Stdio::piped())
@@ -306,7 +354,7 @@ async fn quick_start_with_portcullis_up() {
     let mut tail = tail.spawn().unwrap();
     let mut lines = tokio::io::BufReader::new(tail.stdout.take().unwrap()).lines();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    python::run("openai_chat.py", &[&base, token, "gpt", "plain"]).await;
+    python::run("openai_chat.py", &[base, token, "gpt", "plain"]).await;
     let line = tokio::time::timeout(Duration::from_secs(5), lines.next_line())
         .await
         .expect("the tail prints the new event")
@@ -316,11 +364,13 @@ async fn quick_start_with_portcullis_up() {
     assert_eq!(tailed["type"], "model.call");
     assert_ne!(tailed["event_id"], first["event_id"]);
     let _ = tail.kill().await;
+}
 
-    // Quotas, with limits in USD.
+/// Creates, updates and lists a daily quota of `support-bot`: its id.
+async fn an_agent_quota_is_set_in_usd(dir: &Path, env: &[(&str, &str)]) -> String {
     let (code, out, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &[
             "--json",
             "quota",
@@ -347,23 +397,26 @@ async fn quick_start_with_portcullis_up() {
     );
     let qid = quota["quota"]["quota_id"].as_str().unwrap().to_string();
     let (code, out, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &["quota", "update", &qid, "--limit", "4", "--disable"],
     )
     .await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("$4.00") && out.contains("enabled"), "{out}");
-    let (code, out, _) = cli(dir.path(), &env, &["quota", "list"]).await;
+    let (code, out, _) = cli(dir, env, &["quota", "list"]).await;
     assert_eq!(code, 0);
     assert!(
         out.contains(&qid) && out.contains("agent ") && out.contains("daily"),
         "{out}"
     );
-    // A gateway's quotas only.
+    qid
+}
+
+async fn gateway_and_workspace_quotas_are_checked(dir: &Path, env: &[(&str, &str)], qid: &str) {
     let (code, out, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &[
             "quota",
             "create",
@@ -377,34 +430,34 @@ async fn quick_start_with_portcullis_up() {
     )
     .await;
     assert_eq!(code, 0, "{out}{err}");
-    let (code, out, err) = cli(dir.path(), &env, &["quota", "list", "--gateway", "default"]).await;
+    let (code, out, err) = cli(dir, env, &["quota", "list", "--gateway", "default"]).await;
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("$50.00") && !out.contains(&qid), "{out}");
+    assert!(out.contains("$50.00") && !out.contains(qid), "{out}");
     let (code, _, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &["quota", "create", "--subject", "agent", "--limit", "1"],
     )
     .await;
     assert_ne!(code, 0);
     assert!(err.contains("--agent"), "{err}");
     let (code, _, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &["quota", "create", "--subject", "team", "--limit", "1"],
     )
     .await;
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &["quota", "create", "--subject", "workspace", "--limit", "1"],
     )
     .await;
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &["quota", "create", "--subject", "workspace", "--limit", "1"],
     )
     .await;
@@ -413,13 +466,11 @@ async fn quick_start_with_portcullis_up() {
         err.contains("already_exists") || err.contains("already exists"),
         "{err}"
     );
-    let (code, out, err) = cli(dir.path(), &env, &["quota", "delete", &qid]).await;
-    assert_eq!(code, 0, "{out}{err}");
+}
 
-    // A second start reuses everything.
-    up.kill().await;
+async fn a_second_start_bootstraps_nothing(dir: &Path) {
     let mut again = Command::new(bin("portcullis"));
-    again.current_dir(dir.path()).args([
+    again.current_dir(dir).args([
         "up",
         "--control-listen",
         "127.0.0.1:0",

@@ -1,6 +1,8 @@
 //! The `portcullis` command's resource families against a real control plane: tools,
 //! act-as, guards and webhooks.
 
+use std::path::Path;
+
 use portcullis_tests::process::bin;
 use portcullis_tests::{Backend, ControlPlane};
 use serde_json::Value;
@@ -92,11 +94,32 @@ async fn act_as_commands() {
         ("PORTCULLIS_URL", cp.url.as_str()),
         ("PORTCULLIS_KEY", cp.key.as_str()),
     ];
-    let secret = "cli-shared-secret-0123456789";
-    let with_secret = [env[0], env[1], ("PORTCULLIS_ACTAS_HMAC_SECRET", secret)];
+    act_as_providers_are_created_with_an_unprinted_secret(dir.path(), &env).await;
+
     let (code, out, err) = cli(
         dir.path(),
         &env,
+        &["workspace", "update", "--actas-min-method", "oidc"],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, out, _) = cli(dir.path(), &env, &["workspaces"]).await;
+    assert!(out.contains("oidc"), "{out}");
+
+    a_key_is_bound_to_a_person(dir.path(), &env).await;
+    let (code, _, err) = cli(dir.path(), &env, &["actas-provider", "delete", "signer"]).await;
+    assert_eq!(code, 0, "{err}");
+}
+
+async fn act_as_providers_are_created_with_an_unprinted_secret(
+    dir: &Path,
+    env: &[(&str, &str); 2],
+) {
+    let secret = "cli-shared-secret-0123456789";
+    let with_secret = [env[0], env[1], ("PORTCULLIS_ACTAS_HMAC_SECRET", secret)];
+    let (code, out, err) = cli(
+        dir,
+        env,
         &[
             "actas-provider",
             "create",
@@ -113,44 +136,36 @@ async fn act_as_commands() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("roles") && out.contains("oidc"), "{out}");
     let (code, out, err) = cli(
-        dir.path(),
+        dir,
         &with_secret,
         &["actas-provider", "create", "signer", "--method", "hmac"],
     )
     .await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains(secret), "the secret was printed: {out}");
-    let (code, out, _) = cli(dir.path(), &env, &["actas-provider", "list"]).await;
+    let (code, out, _) = cli(dir, env, &["actas-provider", "list"]).await;
     assert_eq!(code, 0);
     assert!(out.contains("corp-idp") && out.contains("signer"), "{out}");
     let (code, _, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &["actas-provider", "create", "x", "--method", "saml"],
     )
     .await;
     assert_eq!(code, 2, "clap refuses an unknown method: {err}");
+}
 
+async fn a_key_is_bound_to_a_person(dir: &Path, env: &[(&str, &str)]) {
     let (code, out, err) = cli(
-        dir.path(),
-        &env,
-        &["workspace", "update", "--actas-min-method", "oidc"],
-    )
-    .await;
-    assert_eq!(code, 0, "{out}{err}");
-    let (_, out, _) = cli(dir.path(), &env, &["workspaces"]).await;
-    assert!(out.contains("oidc"), "{out}");
-
-    let (code, out, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &["agent", "register", "bot", "--actas-method", "bound"],
     )
     .await;
     assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = cli(
-        dir.path(),
-        &env,
+        dir,
+        env,
         &[
             "--json",
             "key",
@@ -169,8 +184,6 @@ async fn act_as_commands() {
     assert_eq!(code, 0, "{out}{err}");
     let key: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(key["key"]["bound_subject"]["groups"][0], "eng", "{key}");
-    let (code, _, err) = cli(dir.path(), &env, &["actas-provider", "delete", "signer"]).await;
-    assert_eq!(code, 0, "{err}");
 }
 
 /// Guards from the command line: config from flags (the kind implied), scope by name, the
@@ -179,7 +192,16 @@ async fn act_as_commands() {
 async fn guard_commands() {
     let cp = ControlPlane::start(Backend::Sqlite).await;
     let dir = tempfile::tempdir().unwrap();
-    let run = |args: Vec<&'static str>| as_admin(&cp, dir.path(), args);
+    guards_are_created_from_flags_or_refused(&cp, dir.path()).await;
+    guards_are_listed_read_and_updated(&cp, dir.path()).await;
+    guards_test_samples_inline_and_on_standard_input(&cp, dir.path()).await;
+    let (code, out, _) = as_admin(&cp, dir.path(), vec!["guard", "delete", "codename"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("Deleted guard codename."), "{out}");
+}
+
+async fn guards_are_created_from_flags_or_refused(cp: &ControlPlane, dir: &Path) {
+    let run = |args: Vec<&'static str>| as_admin(cp, dir, args);
     let (code, out, err) = run(vec![
         "guard",
         "create",
@@ -244,6 +266,10 @@ async fn guard_commands() {
     ])
     .await;
     assert_eq!(code, 2, "one source of config: {err}");
+}
+
+async fn guards_are_listed_read_and_updated(cp: &ControlPlane, dir: &Path) {
+    let run = |args: Vec<&'static str>| as_admin(cp, dir, args);
     let (code, out, _) = run(vec!["guard", "list", "--stage", "tool_result"]).await;
     assert_eq!(code, 0);
     assert!(
@@ -273,13 +299,20 @@ async fn guard_commands() {
         out.contains("everywhere") && out.contains("enabled:"),
         "{out}"
     );
-    let (code, out, err) = run(vec![
-        "guard",
-        "test",
-        "tickets",
-        "--sample",
-        "see TICKET-1234 now",
-    ])
+}
+
+async fn guards_test_samples_inline_and_on_standard_input(cp: &ControlPlane, dir: &Path) {
+    let (code, out, err) = as_admin(
+        cp,
+        dir,
+        vec![
+            "guard",
+            "test",
+            "tickets",
+            "--sample",
+            "see TICKET-1234 now",
+        ],
+    )
     .await;
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -288,7 +321,7 @@ async fn guard_commands() {
     );
     let mut piped = Command::new(bin("portcullis"));
     piped
-        .current_dir(dir.path())
+        .current_dir(dir)
         .args(["guard", "test", "codename", "--sample", "-"])
         .env("PORTCULLIS_URL", &cp.url)
         .env("PORTCULLIS_KEY", &cp.key)
@@ -306,9 +339,6 @@ async fn guard_commands() {
         out.status.success() && text.contains("blocked: yes"),
         "{text}"
     );
-    let (code, out, _) = run(vec!["guard", "delete", "codename"]).await;
-    assert_eq!(code, 0);
-    assert!(out.contains("Deleted guard codename."), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -321,73 +351,8 @@ async fn webhook_commands() {
     let receiver = portcullis_tests::receiver::Receiver::start().await;
     let dir = tempfile::tempdir().unwrap();
     let url = receiver.url();
-    let (code, out, err) = as_admin(
-        &cp,
-        dir.path(),
-        vec![
-            "webhook",
-            "subscription",
-            "create",
-            "ops",
-            "--event-type",
-            "eventing.test",
-            "--endpoint",
-            &url,
-        ],
-    )
-    .await;
-    assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("whsec_"), "the secret is shown once: {out}");
-    let (code, out, err) = as_admin(
-        &cp,
-        dir.path(),
-        vec![
-            "webhook",
-            "subscription",
-            "create",
-            "bad",
-            "--event-type",
-            "nope",
-            "--endpoint",
-            &url,
-        ],
-    )
-    .await;
-    assert_eq!(code, 1, "{out}");
-    assert!(
-        err.contains("invalid_argument") && err.contains("event_types[0]"),
-        "{err}"
-    );
-    let (code, out, err) = as_admin(
-        &cp,
-        dir.path(),
-        vec!["webhook", "subscription", "test", "ops"],
-    )
-    .await;
-    assert_eq!(code, 0, "{out}{err}");
-    receiver
-        .wait_for("the test event", |s| s.json()["type"] == "eventing.test")
-        .await;
-    let (code, out, _) = as_admin(
-        &cp,
-        dir.path(),
-        vec![
-            "--json",
-            "webhook",
-            "delivery",
-            "list",
-            "--subscription",
-            "ops",
-        ],
-    )
-    .await;
-    assert_eq!(code, 0);
-    let listed: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(
-        listed["deliveries"].as_array().unwrap().len(),
-        1,
-        "{listed}"
-    );
+    a_subscription_is_created_and_a_bad_one_refused(&cp, dir.path(), &url).await;
+    a_test_event_is_delivered_and_listed(&cp, dir.path(), &receiver).await;
     let (code, out, err) = as_admin(
         &cp,
         dir.path(),
@@ -409,6 +374,78 @@ async fn webhook_commands() {
     assert!(
         out.contains("slack") && out.contains("webhook_url"),
         "{out}"
+    );
+}
+
+async fn a_subscription_is_created_and_a_bad_one_refused(cp: &ControlPlane, dir: &Path, url: &str) {
+    let (code, out, err) = as_admin(
+        cp,
+        dir,
+        vec![
+            "webhook",
+            "subscription",
+            "create",
+            "ops",
+            "--event-type",
+            "eventing.test",
+            "--endpoint",
+            url,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("whsec_"), "the secret is shown once: {out}");
+    let (code, out, err) = as_admin(
+        cp,
+        dir,
+        vec![
+            "webhook",
+            "subscription",
+            "create",
+            "bad",
+            "--event-type",
+            "nope",
+            "--endpoint",
+            url,
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("invalid_argument") && err.contains("event_types[0]"),
+        "{err}"
+    );
+}
+
+async fn a_test_event_is_delivered_and_listed(
+    cp: &ControlPlane,
+    dir: &Path,
+    receiver: &portcullis_tests::receiver::Receiver,
+) {
+    let (code, out, err) = as_admin(cp, dir, vec!["webhook", "subscription", "test", "ops"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    receiver
+        .wait_for("the test event", |s| s.json()["type"] == "eventing.test")
+        .await;
+    let (code, out, _) = as_admin(
+        cp,
+        dir,
+        vec![
+            "--json",
+            "webhook",
+            "delivery",
+            "list",
+            "--subscription",
+            "ops",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        listed["deliveries"].as_array().unwrap().len(),
+        1,
+        "{listed}"
     );
 }
 

@@ -13,7 +13,7 @@ use portcullis_tests::{python, Backend, ControlPlane, FakeLlm, GatewayProcess};
 use serde_json::{json, Value};
 
 use crate::audit::{activity, by_activity, wait};
-use crate::world::{http, register_bot, Http};
+use crate::world::{http, register_with_key, Http};
 
 const GOOGLE_KEY: &str = "AIzaSyFake-gemini-key-4b1d";
 const AWS_ID: &str = "AKIAFAKESTOREDKEY01";
@@ -39,7 +39,7 @@ async fn cloud(fake: FakeLlm, env: impl FnOnce(&RunningFake) -> Vec<(String, Str
     let cp = ControlPlane::start(Backend::Sqlite).await;
     let fake = fake.start().await;
     let gateway_id = cp.default_gateway_id.clone();
-    let key = register_bot(
+    let key = register_with_key(
         &cp,
         json!({"name": "bot", "allowed_gateway_ids": [gateway_id]}),
     )
@@ -486,6 +486,18 @@ async fn the_gateway_uses_its_own_cloud_identity_only_when_allowed() {
     assert!(c.fake.requests().is_empty(), "nothing reached the cloud");
 
     let key_file = tempfile::NamedTempFile::new().unwrap();
+    let own = a_gateway_with_its_own_cloud_identity(&c, &key_file, &base).await;
+    concurrent_calls_share_one_role_and_one_token(&c, &own).await;
+}
+
+/// A second gateway with `--cloud-identity`: Google application default credentials (a
+/// service-account key written to `key_file`) and AWS keys that assume a role through STS at
+/// `base`.
+async fn a_gateway_with_its_own_cloud_identity(
+    c: &Cloud,
+    key_file: &tempfile::NamedTempFile,
+    base: &str,
+) -> GatewayProcess {
     let sa = c
         .fake
         .service_account("gateway@fake-project.iam.gserviceaccount.com");
@@ -497,7 +509,7 @@ async fn the_gateway_uses_its_own_cloud_identity_only_when_allowed() {
         ("AWS_ACCESS_KEY_ID", GATEWAY_AWS_ID),
         ("AWS_SECRET_ACCESS_KEY", GATEWAY_AWS_SECRET),
         ("AWS_REGION", "eu-west-1"),
-        ("AWS_ENDPOINT_URL_STS", base.as_str()),
+        ("AWS_ENDPOINT_URL_STS", base),
         ("AWS_EC2_METADATA_DISABLED", "true"),
         ("AWS_CONFIG_FILE", "/nonexistent/portcullis-test"),
         (
@@ -507,9 +519,13 @@ async fn the_gateway_uses_its_own_cloud_identity_only_when_allowed() {
     ];
     let own = GatewayProcess::start_with(&c.cp, &env).await;
     own.caught_up(&c.cp).await;
+    own
+}
+
+async fn concurrent_calls_share_one_role_and_one_token(c: &Cloud, own: &GatewayProcess) {
     let calls = (0..4).map(|i| {
         c.chat_on(
-            &own,
+            own,
             if i % 2 == 0 {
                 "own-bedrock"
             } else {

@@ -170,8 +170,16 @@ async fn an_upstream_5xx_is_a_502_naming_the_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_authenticated_call_is_audited() {
     let w = world().await;
-    let cp = &w.cp;
     // A model the gateway cannot call: it has no stored credential.
+    a_keyless_model_is_attached_and_allowed(&w).await;
+    failed_model_calls_are_audited_with_a_reason_code(&w).await;
+
+    // MCP: a body that is not JSON-RPC, and a method the gateway does not serve.
+    failed_mcp_requests_are_audited(&w).await;
+}
+
+async fn a_keyless_model_is_attached_and_allowed(w: &World) {
+    let cp = &w.cp;
     let keyless = cp
         .ok(
             MGMT,
@@ -193,7 +201,9 @@ async fn every_authenticated_call_is_audited() {
     )
     .await;
     w.gw.caught_up(cp).await;
+}
 
+async fn failed_model_calls_are_audited_with_a_reason_code(w: &World) {
     let not_json = Value::String("{not json".into());
     let cases = [
         (chat_body("nope"), 404, "model_not_found", "nope"),
@@ -217,7 +227,7 @@ async fn every_authenticated_call_is_audited() {
         )
         .await;
         assert_eq!(r.status, status, "{}", r.text);
-        let event = model_call(&w, &id).await;
+        let event = model_call(w, &id).await;
         assert_eq!(event.result, "RESULT_ERROR", "{reason}");
         assert_eq!(event.payload["reason_code"], reason, "{}", event.payload);
         assert_eq!(event.payload["status"], status);
@@ -227,8 +237,10 @@ async fn every_authenticated_call_is_audited() {
             "the agent is the actor"
         );
     }
+}
 
-    // MCP: a body that is not JSON-RPC, and a method the gateway does not serve.
+async fn failed_mcp_requests_are_audited(w: &World) {
+    let cp = &w.cp;
     let mcp = format!("{}/mcp", w.gw.gateway_url(&w.gateway_id));
     for (body, code, method) in [
         ("{oops".to_string(), -32700, ""),

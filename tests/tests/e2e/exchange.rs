@@ -44,6 +44,24 @@ async fn an_exchanged_token_stands_in_for_the_key_on_one_gateway() {
     );
     assert!(t.endpoints.is_some());
     // The exchange is audited, with the agent as its actor.
+    the_exchange_is_audited_without_the_key(&w, &t.access_token).await;
+    w.gw.caught_up(&w.cp).await;
+
+    the_token_works_on_every_route_and_stays_here(&w, &t.access_token).await;
+
+    // A character in the middle of the signature: every bit of it counts (the last one of a
+    // base64url signature holds padding bits, which decoding alone may reject).
+    let sig_at = t.access_token.rfind('.').unwrap() + 20;
+    let mut forged = t.access_token.clone().into_bytes();
+    forged[sig_at] = if forged[sig_at] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    let refused = chat_with(&w, &w.gw, &forged).await;
+    assert_eq!(refused.status, 401, "a tampered token: {}", refused.text);
+
+    a_suspended_agents_token_stops_working(&w, &t.access_token).await;
+}
+
+async fn the_exchange_is_audited_without_the_key(w: &World, access_token: &str) {
     let filter = portcullis_shared::audit::QueryEventsRequest {
         workspace_id: Some(w.cp.workspace_id.clone()),
         event_types: vec!["mgmt.operation".into()],
@@ -61,24 +79,27 @@ async fn an_exchanged_token_stands_in_for_the_key_on_one_gateway() {
         "the key is not recorded"
     );
     assert!(
-        !t.access_token.contains(&w.key),
+        !access_token.contains(&w.key),
         "the key is not in the token"
     );
-    w.gw.caught_up(&w.cp).await;
+}
 
+/// The OpenAI SDK, Anthropic's `x-api-key` and the MCP SDK all accept the token, which never
+/// reaches the upstream.
+async fn the_token_works_on_every_route_and_stays_here(w: &World, access_token: &str) {
     let base = w.openai_base();
-    let sdk = python::run("openai_chat.py", &[&base, &t.access_token, "gpt", "plain"]).await;
+    let sdk = python::run("openai_chat.py", &[&base, access_token, "gpt", "plain"]).await;
     assert_eq!(sdk["content"], "Hello from the fake upstream.", "{sdk}");
     let anthropic = http(
         reqwest::Client::new()
             .post(format!("{}/v1/messages", w.gw.gateway_url(&w.gateway_id)))
-            .header("x-api-key", &t.access_token)
+            .header("x-api-key", access_token)
             .json(&json!({"model": "gpt", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]})),
     )
     .await;
     assert_eq!(anthropic.status, 200, "{}", anthropic.text);
     let mcp_url = format!("{}/mcp", w.gw.gateway_url(&w.gateway_id));
-    let mcp = python::run("mcp_client.py", &[&mcp_url, &t.access_token]).await;
+    let mcp = python::run("mcp_client.py", &[&mcp_url, access_token]).await;
     assert!(
         mcp.get("error").is_none() && mcp["tools"].is_array(),
         "{mcp}"
@@ -86,20 +107,13 @@ async fn an_exchanged_token_stands_in_for_the_key_on_one_gateway() {
     for r in w.fake.requests() {
         let sent = format!("{:?}", r.headers);
         assert!(
-            !sent.contains(&t.access_token),
+            !sent.contains(access_token),
             "the token reached the upstream"
         );
     }
+}
 
-    // A character in the middle of the signature: every bit of it counts (the last one of a
-    // base64url signature holds padding bits, which decoding alone may reject).
-    let sig_at = t.access_token.rfind('.').unwrap() + 20;
-    let mut forged = t.access_token.clone().into_bytes();
-    forged[sig_at] = if forged[sig_at] == b'A' { b'B' } else { b'A' };
-    let forged = String::from_utf8(forged).unwrap();
-    let refused = chat_with(&w, &w.gw, &forged).await;
-    assert_eq!(refused.status, 401, "a tampered token: {}", refused.text);
-
+async fn a_suspended_agents_token_stops_working(w: &World, access_token: &str) {
     w.cp.ok(
         AGENTS,
         "SuspendAgent",
@@ -108,7 +122,7 @@ async fn an_exchanged_token_stands_in_for_the_key_on_one_gateway() {
     .await;
     let started = std::time::Instant::now();
     loop {
-        let r = chat_with(&w, &w.gw, &t.access_token).await;
+        let r = chat_with(w, &w.gw, access_token).await;
         if r.status == 403 {
             assert!(r.text.contains("suspended"), "{}", r.text);
             break;
@@ -120,7 +134,7 @@ async fn an_exchanged_token_stands_in_for_the_key_on_one_gateway() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    exchange(&w, &w.key, json!({}))
+    exchange(w, &w.key, json!({}))
         .await
         .expect_error("failed_precondition", 400)
         .mentions("suspended");

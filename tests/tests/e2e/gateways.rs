@@ -245,11 +245,25 @@ async fn agent_grants_are_one_relation(cp: &ControlPlane) {
         .ok(AGENTS, "RegisterAgent", cp.body(json!({"name": "bot"})))
         .await;
     let aid = agent["agent"]["agent_id"].as_str().unwrap().to_string();
+    a_grant_shows_on_the_agent_and_its_bundle(cp, &gid(&g), &aid).await;
+    a_grant_to_all_agents_is_a_managed_bundle(cp, &gid(&g)).await;
+    cp.call(
+        MGMT,
+        "SetGatewayAgentAccess",
+        cp.body(json!({"gateway_id": gid(&g), "agent_id": "nobody", "granted": true})),
+    )
+    .await
+    .expect_error("not_found", 404);
+}
+
+/// Grants agent `aid` gateway `gateway_id`, sees it from both sides, and withdraws it from the
+/// agent's side.
+async fn a_grant_shows_on_the_agent_and_its_bundle(cp: &ControlPlane, gateway_id: &str, aid: &str) {
     let got = cp
         .ok(
             MGMT,
             "SetGatewayAgentAccess",
-            cp.body(json!({"gateway_id": gid(&g), "agent_id": aid, "granted": true})),
+            cp.body(json!({"gateway_id": gateway_id, "agent_id": aid, "granted": true})),
         )
         .await;
     assert_eq!(got["gateway"]["agent_ids"], json!([aid]));
@@ -258,7 +272,7 @@ async fn agent_grants_are_one_relation(cp: &ControlPlane) {
         .await;
     assert_eq!(
         a["agent"]["allowed_gateway_ids"],
-        json!([gid(&g)]),
+        json!([gateway_id]),
         "the grant shows on the agent"
     );
     let bundles = cp
@@ -271,7 +285,7 @@ async fn agent_grants_are_one_relation(cp: &ControlPlane) {
     let ids = bundles["bundles"][0]["policy_ids"].clone();
     assert_eq!(
         ids,
-        json!([format!("agent/{aid}/gateway/{}", gid(&g))]),
+        json!([format!("agent/{aid}/gateway/{}", gateway_id)]),
         "the grant regenerates the agent's bundle"
     );
 
@@ -282,19 +296,25 @@ async fn agent_grants_are_one_relation(cp: &ControlPlane) {
     )
     .await;
     let got = cp
-        .ok(MGMT, "GetGateway", cp.body(json!({"gateway_id": gid(&g)})))
+        .ok(
+            MGMT,
+            "GetGateway",
+            cp.body(json!({"gateway_id": gateway_id})),
+        )
         .await;
     assert_eq!(
         got["gateway"]["agent_ids"],
         json!([]),
         "clearing the agent's list withdraws the grant"
     );
+}
 
+async fn a_grant_to_all_agents_is_a_managed_bundle(cp: &ControlPlane, gateway_id: &str) {
     let got = cp
         .ok(
             MGMT,
             "SetGatewayAllAgentsAccess",
-            cp.body(json!({"gateway_id": gid(&g), "granted": true})),
+            cp.body(json!({"gateway_id": gateway_id, "granted": true})),
         )
         .await;
     assert_eq!(got["gateway"]["all_agents"], true);
@@ -313,12 +333,12 @@ async fn agent_grants_are_one_relation(cp: &ControlPlane) {
         .collect();
     assert_eq!(
         all[0]["policy_ids"],
-        json!([format!("gateway/{}/all-agents", gid(&g))])
+        json!([format!("gateway/{}/all-agents", gateway_id)])
     );
     cp.ok(
         MGMT,
         "SetGatewayAllAgentsAccess",
-        cp.body(json!({"gateway_id": gid(&g), "granted": false})),
+        cp.body(json!({"gateway_id": gateway_id, "granted": false})),
     )
     .await;
     let bundles = cp
@@ -333,13 +353,6 @@ async fn agent_grants_are_one_relation(cp: &ControlPlane) {
         .unwrap()
         .iter()
         .all(|b| b["bundle_id"] != "managed-gateways"));
-    cp.call(
-        MGMT,
-        "SetGatewayAgentAccess",
-        cp.body(json!({"gateway_id": gid(&g), "agent_id": "nobody", "granted": true})),
-    )
-    .await
-    .expect_error("not_found", 404);
 }
 
 async fn endpoints_follow_deployments(cp: &ControlPlane) {

@@ -90,12 +90,27 @@ async fn model_answers_are_redacted_or_stopped_in_both_apis_whole_and_streamed()
             .unwrap()
             .to_string();
     w.gw.caught_up(&w.cp).await;
+    both_apis_get_the_card_redacted_whole_and_streamed(&w, &guard).await;
+
+    w.cp.ok(
+        RULES,
+        "UpdateGuard",
+        w.cp.body(json!({"guard_id": "cards", "action": "block"})),
+    )
+    .await;
+    w.gw.caught_up(&w.cp).await;
+    a_blocking_guard_refuses_whole_answers_and_cuts_streams(&w).await;
+    // One event per match, without the matched text; the calls say what was delivered.
+    filtered_events_hold_no_matched_text(&w).await;
+}
+
+async fn both_apis_get_the_card_redacted_whole_and_streamed(w: &World, guard: &str) {
     let redacted = reply().replace(CARD, "[REDACTED:card_number]");
     for (what, out) in [
-        ("openai", openai(&w, "plain").await),
-        ("openai stream", openai(&w, "stream").await),
-        ("anthropic", anthropic(&w, "plain").await),
-        ("anthropic stream", anthropic(&w, "stream").await),
+        ("openai", openai(w, "plain").await),
+        ("openai stream", openai(w, "stream").await),
+        ("anthropic", anthropic(w, "plain").await),
+        ("anthropic stream", anthropic(w, "stream").await),
     ] {
         assert_eq!(out["content"], redacted.as_str(), "{what}: {out}");
         if what.ends_with("stream") {
@@ -109,20 +124,15 @@ async fn model_answers_are_redacted_or_stopped_in_both_apis_whole_and_streamed()
     filter.workspace_id = Some(w.cp.workspace_id.clone());
     let call = wait(&w.cp, &filter).await;
     assert_eq!(call.payload["delivered"], "redacted", "{:?}", call.payload);
-    assert_eq!(call.payload["guards"][0]["guard_id"], guard.as_str());
+    assert_eq!(call.payload["guards"][0]["guard_id"], guard);
     assert_eq!(call.payload["guards"][0]["matches"], 1);
+}
 
-    w.cp.ok(
-        RULES,
-        "UpdateGuard",
-        w.cp.body(json!({"guard_id": "cards", "action": "block"})),
-    )
-    .await;
-    w.gw.caught_up(&w.cp).await;
-    let out = openai(&w, "plain").await;
+async fn a_blocking_guard_refuses_whole_answers_and_cuts_streams(w: &World) {
+    let out = openai(w, "plain").await;
     assert_eq!(out["error"]["status"], 403, "{out}");
     assert_eq!(out["error"]["body"]["code"], "output_filtered", "{out}");
-    let out = anthropic(&w, "plain").await;
+    let out = anthropic(w, "plain").await;
     assert_eq!(out["error"]["status"], 403, "{out}");
     assert_eq!(
         out["error"]["body"]["error"]["type"], "permission_error",
@@ -130,8 +140,8 @@ async fn model_answers_are_redacted_or_stopped_in_both_apis_whole_and_streamed()
     );
     let before = reply()[..reply().find(CARD).unwrap()].to_string();
     for (what, out) in [
-        ("openai stream", openai(&w, "stream").await),
-        ("anthropic stream", anthropic(&w, "stream").await),
+        ("openai stream", openai(w, "stream").await),
+        ("anthropic stream", anthropic(w, "stream").await),
     ] {
         let got = out["content"].as_str().unwrap();
         assert!(
@@ -147,7 +157,9 @@ async fn model_answers_are_redacted_or_stopped_in_both_apis_whole_and_streamed()
         );
         assert!(!got.contains("4111"), "{what}: {out}");
     }
-    // One event per match, without the matched text; the calls say what was delivered.
+}
+
+async fn filtered_events_hold_no_matched_text(w: &World) {
     let mut filter = events(&["llm.output.filtered"]);
     filter.workspace_id = Some(w.cp.workspace_id.clone());
     wait(&w.cp, &filter).await;

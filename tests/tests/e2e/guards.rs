@@ -8,7 +8,7 @@ use portcullis_shared::api::guards::{
     CreateGuardRequest, GuardAction, GuardKind, GuardScope, GuardStage, UpdateGuardRequest,
 };
 use portcullis_tests::controlplane::{AGENTS, MGMT, RULES, SYNC};
-use portcullis_tests::{on_both_backends, Backend, ControlPlane};
+use portcullis_tests::{on_both_backends, Backend, ControlPlane, Reply};
 use serde_json::{json, Value};
 
 use crate::agents::register;
@@ -60,6 +60,13 @@ async fn resources(cp: &ControlPlane) -> (String, String, String) {
 }
 
 async fn guards_are_checked_before_they_are_stored(cp: &ControlPlane) {
+    each_kind_is_stored_with_its_config(cp).await;
+    bad_configs_are_refused_with_the_reason(cp).await;
+    nothing_refused_was_stored(cp).await;
+    a_guard_is_read_and_deleted_by_name_or_id(cp).await;
+}
+
+async fn each_kind_is_stored_with_its_config(cp: &ControlPlane) {
     let g = create(
         cp,
         json!({"name": "tickets", "stage": "llm_output", "kind": "regex", "action": "redact",
@@ -98,7 +105,9 @@ async fn guards_are_checked_before_they_are_stored(cp: &ControlPlane) {
         (&json!({}), &json!(false)),
         "a config left out is empty"
     );
+}
 
+async fn bad_configs_are_refused_with_the_reason(cp: &ControlPlane) {
     let refused = |name: &str, stage: &str, kind: &str, config: Value| {
         cp.call(
             RULES,
@@ -174,7 +183,9 @@ async fn guards_are_checked_before_they_are_stored(cp: &ControlPlane) {
         .await
         .expect_error("invalid_argument", 400)
         .mentions("name");
+}
 
+async fn nothing_refused_was_stored(cp: &ControlPlane) {
     let names: Vec<String> = cp.ok(RULES, "ListGuards", cp.body(json!({}))).await["guards"]
         .as_array()
         .unwrap()
@@ -195,7 +206,9 @@ async fn guards_are_checked_before_they_are_stored(cp: &ControlPlane) {
         .await;
     assert_eq!(tool_stage["guards"].as_array().unwrap().len(), 1);
     assert_eq!(tool_stage["guards"][0]["name"], "pii");
+}
 
+async fn a_guard_is_read_and_deleted_by_name_or_id(cp: &ControlPlane) {
     let got = cp
         .ok(RULES, "GetGuard", cp.body(json!({"guard_id": "codename"})))
         .await;
@@ -300,38 +313,56 @@ async fn updates_are_checked_whole(cp: &ControlPlane) {
             "config": {"patterns": ["x{3}"]}, "scope": {"models": ["gpt"]}}),
     )
     .await;
-    let update = |fields: Value| {
-        let mut body = json!({"guard_id": "t"});
-        body.as_object_mut()
-            .unwrap()
-            .extend(fields.as_object().unwrap().clone());
-        cp.call(RULES, "UpdateGuard", cp.body(body))
-    };
-    update(json!({"kind": "keywords"}))
+    refused_updates_change_nothing(cp, &g).await;
+    a_whole_update_changes_all_but_the_id_and_creation(cp, &g, &tool_id).await;
+    an_empty_scope_is_everywhere_and_names_stay_unique(cp, &model_id).await;
+}
+
+/// `UpdateGuard` of guard `t` with these fields.
+async fn update_guard_t(cp: &ControlPlane, fields: Value) -> Reply {
+    let mut body = json!({"guard_id": "t"});
+    body.as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    cp.call(RULES, "UpdateGuard", cp.body(body)).await
+}
+
+async fn refused_updates_change_nothing(cp: &ControlPlane, g: &Value) {
+    update_guard_t(cp, json!({"kind": "keywords"}))
         .await
         .expect_error("invalid_argument", 400)
         .mentions("config.patterns")
         .mentions("send a config");
-    update(json!({"config": {"patterns": [".*"]}}))
+    update_guard_t(cp, json!({"config": {"patterns": [".*"]}}))
         .await
         .expect_error("invalid_argument", 400)
         .mentions("any length");
-    update(json!({"stage": "tool_result"}))
+    update_guard_t(cp, json!({"stage": "tool_result"}))
         .await
         .expect_error("invalid_argument", 400)
         .mentions("scope.models")
         .mentions("send a scope for the new stage");
-    update(json!({"stage": "tool_result", "scope": {"models": ["gpt"]}}))
-        .await
-        .expect_error("invalid_argument", 400)
-        .mentions("scope.models");
+    update_guard_t(
+        cp,
+        json!({"stage": "tool_result", "scope": {"models": ["gpt"]}}),
+    )
+    .await
+    .expect_error("invalid_argument", 400)
+    .mentions("scope.models");
     let unchanged = cp
         .ok(RULES, "GetGuard", cp.body(json!({"guard_id": "t"})))
         .await["guard"]
         .clone();
-    assert_eq!(unchanged, g, "refused updates change nothing");
+    assert_eq!(&unchanged, g, "refused updates change nothing");
+}
 
-    let r = update(
+async fn a_whole_update_changes_all_but_the_id_and_creation(
+    cp: &ControlPlane,
+    g: &Value,
+    tool_id: &str,
+) {
+    let r = update_guard_t(
+        cp,
         json!({"kind": "keywords", "config": {"keywords": ["falcon"]},
         "stage": "tool_result", "scope": {"tools": ["docs"]}, "action": "block",
         "enabled": false, "name": "t2"}),
@@ -358,6 +389,9 @@ async fn updates_are_checked_whole(cp: &ControlPlane) {
     assert_eq!(u["scope"], json!({"tools": [tool_id]}));
     assert_eq!(u["guard_id"], g["guard_id"]);
     assert_eq!(u["created_at"], g["created_at"]);
+}
+
+async fn an_empty_scope_is_everywhere_and_names_stay_unique(cp: &ControlPlane, model_id: &str) {
     let r = cp
         .ok(
             RULES,
@@ -390,6 +424,12 @@ async fn updates_are_checked_whole(cp: &ControlPlane) {
 }
 
 async fn test_guard_runs_the_stored_guard_on_a_sample(cp: &ControlPlane) {
+    a_disabled_pii_guard_can_be_tried(cp).await;
+    a_keyword_guard_blocks_whole_words_only(cp).await;
+    oversized_samples_and_unknown_guards_are_refused(cp).await;
+}
+
+async fn a_disabled_pii_guard_can_be_tried(cp: &ControlPlane) {
     create(
         cp,
         json!({"name": "pii", "stage": "llm_output", "kind": "pii", "action": "redact",
@@ -431,7 +471,9 @@ async fn test_guard_runs_the_stored_guard_on_a_sample(cp: &ControlPlane) {
         )
         .await;
     assert_eq!(r["matches"], json!([]), "{r}");
+}
 
+async fn a_keyword_guard_blocks_whole_words_only(cp: &ControlPlane) {
     create(
         cp,
         json!({"name": "codename", "stage": "llm_output", "kind": "keywords", "action": "block",
@@ -459,7 +501,9 @@ async fn test_guard_runs_the_stored_guard_on_a_sample(cp: &ControlPlane) {
         .await;
     assert_eq!(r["blocked"], false, "whole words only: {r}");
     assert_eq!(r["output"], "falconry is a hobby");
+}
 
+async fn oversized_samples_and_unknown_guards_are_refused(cp: &ControlPlane) {
     let big = "a".repeat(1024 * 1024 + 1);
     cp.call(
         RULES,

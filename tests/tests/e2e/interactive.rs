@@ -17,6 +17,8 @@ use sha2::{Digest, Sha256};
 
 use crate::mcp::Mcp;
 
+mod sign_in;
+
 /// The redirect URI the tests' clients register: never served.
 pub(crate) const REDIRECT: &str = "http://127.0.0.1:9/callback";
 
@@ -132,9 +134,46 @@ async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves()
     let cp = &m.cp;
     let url = mcp_url(&m);
 
+    let (out, access, refresh) =
+        alice_signs_in_and_calls_with_the_tools_credential(&m, &url, &issuer).await;
+
+    // The call is audited as the agent acting for Alice, verified by her sign-in.
+    let call_events = events(cp, "tool.call").await;
+    let as_alice = call_events
+        .iter()
+        .find(|e| e["on_behalf_of"]["email"] == "alice@example.com")
+        .unwrap_or_else(|| panic!("no tool call as alice: {call_events:?}"));
+    assert_eq!(
+        as_alice["on_behalf_of"]["display"],
+        "verified by interactive"
+    );
+    assert_eq!(events(cp, "agent.interactive_grant.issued").await.len(), 1);
+
+    // The grant, as administrators see it.
+    administrators_see_the_grant(cp).await;
+
+    // The access token is a bearer on the gateway; it carries the person, so an act-as header
+    // with it is refused.
+    the_token_is_a_bearer_for_the_mcp_endpoint_only(&m, &access).await;
+
+    // Refresh tokens rotate; a used one presented again revokes the grant.
+    a_replayed_refresh_token_revokes_the_grant(&m, &out["client"], &access, &refresh).await;
+
+    // Signing in again makes a new grant; revoking it (the operation) ends it at once.
+    a_revoked_grant_ends_at_once(&m, &url, &issuer).await;
+}
+
+/// Alice signs in with the MCP SDK and calls `fake/whoami`: the SDK's output, her access
+/// token and her refresh token.
+async fn alice_signs_in_and_calls_with_the_tools_credential(
+    m: &Mcp,
+    url: &str,
+    issuer: &OidcIssuer,
+) -> (Value, String, String) {
+    let cp = &m.cp;
     let out = python::run(
         "mcp_interactive.py",
-        &[&url, &issuer.issuer, "alice", "fake/whoami", "{}"],
+        &[url, &issuer.issuer, "alice", "fake/whoami", "{}"],
     )
     .await;
     assert!(out.get("error").is_none(), "{out}\n{}", cp.logs());
@@ -152,20 +191,10 @@ async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves()
     assert_eq!(c["act"]["email"], "alice@example.com", "{c}");
     assert_eq!(c["aud"], cp.default_gateway_id.as_str(), "{c}");
     assert!(c["grant"].as_str().is_some(), "{c}");
+    (out, access, refresh)
+}
 
-    // The call is audited as the agent acting for Alice, verified by her sign-in.
-    let call_events = events(cp, "tool.call").await;
-    let as_alice = call_events
-        .iter()
-        .find(|e| e["on_behalf_of"]["email"] == "alice@example.com")
-        .unwrap_or_else(|| panic!("no tool call as alice: {call_events:?}"));
-    assert_eq!(
-        as_alice["on_behalf_of"]["display"],
-        "verified by interactive"
-    );
-    assert_eq!(events(cp, "agent.interactive_grant.issued").await.len(), 1);
-
-    // The grant, as administrators see it.
+async fn administrators_see_the_grant(cp: &ControlPlane) {
     let listed = grants(cp, None).await;
     assert_eq!(listed.len(), 1, "{listed:?}");
     let g = &listed[0];
@@ -190,17 +219,17 @@ async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves()
         .await
         .expect_error("invalid_argument", 400)
         .mentions("all_users");
+}
 
-    // The access token is a bearer on the gateway; it carries the person, so an act-as header
-    // with it is refused.
-    let (status, _, body) = list_with(&m, &access, None).await;
+async fn the_token_is_a_bearer_for_the_mcp_endpoint_only(m: &Mcp, access: &str) {
+    let (status, _, body) = list_with(m, access, None).await;
     assert_eq!(status, 200, "{body}");
     let models = reqwest::Client::new()
         .get(format!(
             "{}/v1/models",
-            m.gw.gateway_url(&cp.default_gateway_id)
+            m.gw.gateway_url(&m.cp.default_gateway_id)
         ))
-        .bearer_auth(&access)
+        .bearer_auth(access)
         .send()
         .await
         .unwrap();
@@ -209,23 +238,26 @@ async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves()
         401,
         "the token is for the MCP endpoint only"
     );
-    let (status, _, body) = list_with(&m, &access, Some("someone-else")).await;
+    let (status, _, body) = list_with(m, access, Some("someone-else")).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(
         body["error"]["data"]["reason_code"], "actas_interactive",
         "{body}"
     );
+}
 
-    // Refresh tokens rotate; a used one presented again revokes the grant.
-    let client = &out["client"];
-    let form = [
-        ("grant_type", "refresh_token"),
-        ("refresh_token", refresh.as_str()),
-    ];
+async fn a_replayed_refresh_token_revokes_the_grant(
+    m: &Mcp,
+    client: &Value,
+    access: &str,
+    refresh: &str,
+) {
+    let cp = &m.cp;
+    let form = [("grant_type", "refresh_token"), ("refresh_token", refresh)];
     let (status, next) = token_request(cp, client, &form).await;
     assert_eq!(status, 200, "{next}");
     let next_access = next["access_token"].as_str().unwrap().to_string();
-    assert_ne!(next["refresh_token"], refresh.as_str());
+    assert_ne!(next["refresh_token"], refresh);
     assert_eq!(next["token_type"], "Bearer");
     let (status, replay) = token_request(cp, client, &form).await;
     assert_eq!(
@@ -248,8 +280,8 @@ async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves()
         "the newer refresh token died with its grant: {after}"
     );
     m.gw.caught_up(cp).await;
-    for token in [&access, &next_access] {
-        let (status, challenge, body) = list_with(&m, token, None).await;
+    for token in [access, next_access.as_str()] {
+        let (status, challenge, body) = list_with(m, token, None).await;
         assert_eq!(
             status, 401,
             "a revoked grant's access token is refused: {body}"
@@ -263,9 +295,11 @@ async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves()
             "{body}"
         );
     }
+}
 
-    // Signing in again makes a new grant; revoking it (the operation) ends it at once.
-    let out = python::run("mcp_interactive.py", &[&url, &issuer.issuer, "alice"]).await;
+async fn a_revoked_grant_ends_at_once(m: &Mcp, url: &str, issuer: &OidcIssuer) {
+    let cp = &m.cp;
+    let out = python::run("mcp_interactive.py", &[url, &issuer.issuer, "alice"]).await;
     assert!(out.get("error").is_none(), "{out}");
     let access = out["tokens"]["access_token"].as_str().unwrap().to_string();
     let grant_id = claims(&access)["grant"].as_str().unwrap().to_string();
@@ -299,7 +333,7 @@ async fn a_person_signs_in_from_an_mcp_client_and_uses_the_agent_as_themselves()
     .await
     .expect_error("invalid_argument", 400);
     m.gw.caught_up(cp).await;
-    assert_eq!(list_with(&m, &access, None).await.0, 401);
+    assert_eq!(list_with(m, &access, None).await.0, 401);
     let refresh = out["tokens"]["refresh_token"].as_str().unwrap();
     let form = [("grant_type", "refresh_token"), ("refresh_token", refresh)];
     assert_eq!(token_request(cp, &out["client"], &form).await.0, 400);
@@ -360,246 +394,34 @@ async fn sign_in_admits_only_allow_listed_people_and_checks_every_step() {
     let resource = mcp_url(&m);
 
     // The gateway names the control plane as its authorization server.
-    let (status, challenge, _) = list_with(&m, "", None).await;
-    assert_eq!(status, 401);
-    let metadata_url = format!(
-        "{}/.well-known/oauth-protected-resource",
-        m.gw.gateway_url(&cp.default_gateway_id)
-    );
-    assert_eq!(
-        challenge,
-        format!("Bearer resource_metadata=\"{metadata_url}\"")
-    );
-    let (cors, prm) = get_json(&metadata_url).await;
-    assert_eq!(cors, "*", "browser clients may read it");
-    assert_eq!(prm["resource"], resource.as_str());
-    assert_eq!(prm["authorization_servers"], json!([cp.url]));
-    let (cors, asm) = get_json(&format!(
-        "{}/.well-known/oauth-authorization-server",
-        cp.url
-    ))
-    .await;
-    assert_eq!(cors, "*");
-    assert_eq!(asm["issuer"], cp.url.as_str());
-    let preflight = http
-        .request(reqwest::Method::OPTIONS, format!("{}/oauth2/token", cp.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(preflight.status().as_u16(), 204);
-    assert_eq!(preflight.headers()["access-control-allow-origin"], "*");
-    assert_eq!(asm["code_challenge_methods_supported"], json!(["S256"]));
+    sign_in::the_gateway_names_the_control_plane_as_its_authorization_server(&m, &http, &resource)
+        .await;
 
     // Registration: redirect URIs are checked; a public client gets no secret.
-    let register = |body: Value| {
-        let http = http.clone();
-        let url = format!("{}/oauth2/register", cp.url);
-        async move {
-            let r = http.post(url).json(&body).send().await.unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap())
-        }
-    };
-    for bad in [
-        "http://evil.example/cb",
-        "javascript:alert(1)",
-        "https://x.example/#f",
-    ] {
-        let (status, body) = register(json!({"redirect_uris": [bad]})).await;
-        assert_eq!(
-            (status, body["error"].as_str()),
-            (400, Some("invalid_redirect_uri")),
-            "{bad}: {body}"
-        );
-    }
-    let (status, body) = register(
-        json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "private_key_jwt"}),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (400, Some("invalid_client_metadata"))
-    );
-    let (status, client) = register(json!({"redirect_uris": [REDIRECT], "client_name": "cli",
-        "token_endpoint_auth_method": "none"}))
-    .await;
-    assert_eq!(status, 201, "{client}");
-    assert!(client.get("client_secret").is_none(), "{client}");
-    let client_id = client["client_id"].as_str().unwrap();
+    let client_id = sign_in::registration_checks_redirect_uris(cp, &http).await;
 
     // The authorization request: a page until the client is known, then errors go back to it.
-    let get = |url: String| {
-        let http = http.clone();
-        async move { http.get(url).send().await.unwrap() }
-    };
-    let unknown = get(authorize_url(
-        &m,
-        "mcp_unknown",
-        Some(&pkce("v")),
-        &resource,
-    ))
+    sign_in::authorization_errors_go_back_to_a_known_client(
+        &m, &http, &issuer, &client_id, &resource,
+    )
     .await;
-    assert_eq!(unknown.status().as_u16(), 400);
-    let back = |r: reqwest::Response| {
-        let location = r.headers()["location"].to_str().unwrap().to_string();
-        redirected(302, &location, "")
-    };
-    let q = back(get(authorize_url(&m, client_id, None, &resource)).await);
-    assert_eq!(
-        (q["error"].as_str(), q["state"].as_str(), q["iss"].as_str()),
-        ("invalid_request", "s1", cp.url.as_str()),
-        "{q:?}"
-    );
-    let elsewhere = format!("{}/gateways/not-a-gateway/mcp", m.gw.url);
-    let q = back(get(authorize_url(&m, client_id, Some(&pkce("v")), &elsewhere)).await);
-    assert_eq!(q["error"], "invalid_target", "{q:?}");
-    // The resource must be one of the gateway's public URLs, not any URL whose path names it.
-    let gateway = &cp.default_gateway_id;
-    for foreign in [
-        format!("https://evil.example/gateways/{gateway}/mcp"),
-        format!("{}/elsewhere/gateways/{gateway}/mcp", m.gw.url),
-        format!(
-            "{}/gateways/{gateway}/mcp",
-            m.gw.url.replace("http://", "https://")
-        ),
-    ] {
-        let q = back(get(authorize_url(&m, client_id, Some(&pkce("v")), &foreign)).await);
-        assert_eq!(
-            (q["error"].as_str(), q["state"].as_str()),
-            ("invalid_target", "s1"),
-            "{foreign}: {q:?}"
-        );
-    }
-    let deployed = format!("http://gateway.test/gateways/{gateway}/mcp");
-    let r = get(authorize_url(&m, client_id, Some(&pkce("v")), &deployed)).await;
-    let location = r.headers()["location"].to_str().unwrap();
-    assert!(
-        location.starts_with(&issuer.issuer),
-        "every deployment's public URL is the gateway's: {location}"
-    );
 
     // Bob matches only the pattern b*@example.com, which admits no one here: refused, audited.
     let verifier = "a-verifier-that-is-long-enough-for-pkce-0123456789";
-    let start = authorize_url(&m, client_id, Some(&pkce(verifier)), &resource);
-    let (status, url, body) = issuer.browse_until(&start, "bob", REDIRECT).await;
-    let q = redirected(status, &url, &body);
-    assert_eq!(q["error"], "access_denied", "{q:?}");
-    assert!(q["error_description"].contains("bob@example.com"), "{q:?}");
-    let refused = events(cp, "agent.interactive_grant.refused").await;
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(grants(cp, None).await.is_empty());
+    let start = authorize_url(&m, &client_id, Some(&pkce(verifier)), &resource);
+    sign_in::a_pattern_admits_no_one_signing_in(cp, &issuer, &start).await;
 
-    // With two interactive agents on the gateway, nothing about them is shown before sign-in:
-    // the authorization goes straight to the provider they share.
-    interactive_agent(
-        cp,
-        "desk2",
-        &issuer.issuer,
-        json!(["alice@example.com", "carol@example.com", "x*@example.com"]),
-    )
-    .await;
-    let r = get(start.clone()).await;
-    let location = r.headers()["location"].to_str().unwrap().to_string();
-    assert!(
-        r.status().is_redirection() && location.starts_with(&issuer.issuer),
-        "{}: {location}",
-        r.status()
-    );
-    // After sign-in the person chooses among the agents that admit them, on the consent page.
-    let (status, _, page) = issuer.browse_until(&start, "alice", REDIRECT).await;
-    assert_eq!(status, 200, "{page}");
-    assert!(
-        page.contains("Allow access?")
-            && page.contains("<b>desk</b>")
-            && page.contains("<b>desk2</b>"),
-        "{page}"
-    );
-    assert!(
-        !page.contains("<b>bot</b>"),
-        "only agents that admit interactive sign-in: {page}"
-    );
-    // Carol is on desk2's list only: she is offered desk2 alone.
-    let (status, _, page) = issuer.browse_until(&start, "carol", REDIRECT).await;
-    assert_eq!(status, 200, "{page}");
-    assert!(page.contains("Agent: <b>desk2</b>"), "{page}");
-    assert!(!page.contains("<b>desk</b>"), "{page}");
-    let answer = issuer
-        .visit(&start, "alice", REDIRECT, Some("approve"), Some("desk2"))
-        .await;
-    let q = redirected(
-        answer["status"].as_u64().unwrap() as u16,
-        answer["url"].as_str().unwrap(),
-        &answer.to_string(),
-    );
-    let code = q["code"].clone();
+    let code =
+        sign_in::alice_chooses_among_the_agents_that_admit_her(cp, &http, &issuer, &start).await;
 
     // The code needs the PKCE verifier, and is used once.
-    let exchange = |code: String, verifier: &'static str| {
-        let client = json!({"client_id": client_id});
-        let form = [
-            ("grant_type", "authorization_code".to_string()),
-            ("code", code),
-            ("code_verifier", verifier.to_string()),
-            ("redirect_uri", REDIRECT.to_string()),
-            ("client_id", client_id.to_string()),
-        ];
-        async move {
-            let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            token_request(cp, &client, &form).await
-        }
-    };
-    let (status, body) =
-        exchange(code.clone(), "the-wrong-verifier-0123456789012345678901234").await;
-    assert_eq!(
-        (status, body["error"].as_str()),
-        (400, Some("invalid_grant")),
-        "{body}"
-    );
-    let (status, _) = exchange(code, verifier).await;
-    assert_eq!(status, 400, "a code is used once, even by a failed attempt");
+    sign_in::a_code_needs_the_verifier_and_is_used_once(cp, &client_id, code, verifier).await;
     // Naming the agent narrows the sign-in to it; Alice consented to it already.
-    let desk2_id = cp
-        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "desk2"})))
-        .await["agent"]["agent_id"]
-        .clone();
-    let desk2 = format!("{start}&agent={}", desk2_id.as_str().unwrap());
-    let (status, url, body) = issuer.browse_until(&desk2, "alice", REDIRECT).await;
-    let code = redirected(status, &url, &body)["code"].clone();
-    let (status, tokens) = exchange(code, verifier).await;
-    assert_eq!(status, 200, "{tokens}");
-    let access = tokens["access_token"].as_str().unwrap();
-    assert_eq!(claims(access)["sub"], desk2_id);
-    assert_eq!(grants(cp, Some("desk2")).await.len(), 1);
+    let tokens =
+        sign_in::naming_the_agent_narrows_the_sign_in(cp, &issuer, &start, &client_id, verifier)
+            .await;
 
-    // Interactive access cannot be combined with device binding.
-    cp.call(
-        AGENTS,
-        "UpdateAgent",
-        cp.body(json!({"agent_id": "desk2", "actas_method": "bound"})),
-    )
-    .await
-    .expect_error("invalid_argument", 400)
-    .mentions("device binding");
-    // Taking Alice off the list revokes her grant, and her tokens stop working.
-    cp.ok(
-        AGENTS,
-        "UpdateAgent",
-        cp.body(json!({"agent_id": "desk2", "actas_allowed_emails": ["carol@example.com"]})),
-    )
-    .await;
-    assert!(grants(cp, Some("desk2")).await.is_empty());
-    let form = [
-        ("grant_type", "refresh_token"),
-        ("refresh_token", tokens["refresh_token"].as_str().unwrap()),
-        ("client_id", client_id),
-    ];
-    assert_eq!(
-        token_request(cp, &json!({"client_id": client_id}), &form)
-            .await
-            .0,
-        400
-    );
-    m.gw.caught_up(cp).await;
-    assert_eq!(list_with(&m, access, None).await.0, 401);
+    sign_in::leaving_the_allow_list_revokes_the_grant(&m, &client_id, &tokens).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -607,9 +429,22 @@ async fn an_act_as_provider_signs_people_in_with_its_own_client() {
     let issuer = OidcIssuer::start().await;
     let (m, _fake) = started(&issuer).await;
     let cp = &m.cp;
-    let http = reqwest::Client::new();
     // An administrator registered a client at the provider (as with a provider that offers no
     // dynamic registration, where it is done by hand).
+    a_provider_keeps_its_sign_in_client_and_hides_the_secret(cp, &issuer).await;
+    let agent = json!({"name": "desk3", "allowed_gateway_ids": [cp.default_gateway_id],
+        "actas_method": "oidc", "actas_provider_id": "corp",
+        "actas_allowed_subjects": ["alice"], "interactive_access": true});
+    cp.ok(AGENTS, "RegisterAgent", cp.body(agent)).await;
+
+    alice_signs_in_with_the_providers_own_client(&m, &issuer).await;
+}
+
+async fn a_provider_keeps_its_sign_in_client_and_hides_the_secret(
+    cp: &ControlPlane,
+    issuer: &OidcIssuer,
+) {
+    let http = reqwest::Client::new();
     let registered: Value = http
         .post(format!("{}/reg", issuer.issuer))
         .json(
@@ -653,15 +488,14 @@ async fn an_act_as_provider_signs_people_in_with_its_own_client() {
         !created.to_string().contains(secret.as_str().unwrap()),
         "the secret is never shown"
     );
-    let agent = json!({"name": "desk3", "allowed_gateway_ids": [cp.default_gateway_id],
-        "actas_method": "oidc", "actas_provider_id": "corp",
-        "actas_allowed_subjects": ["alice"], "interactive_access": true});
-    cp.ok(AGENTS, "RegisterAgent", cp.body(agent)).await;
+}
 
+async fn alice_signs_in_with_the_providers_own_client(m: &Mcp, issuer: &OidcIssuer) {
+    let cp = &m.cp;
     let registrations = issuer.stat("registrations").await;
     let out = python::run(
         "mcp_interactive.py",
-        &[&mcp_url(&m), &issuer.issuer, "alice"],
+        &[&mcp_url(m), &issuer.issuer, "alice"],
     )
     .await;
     // Two agents admit interactive sign-in now, signing people in at two providers: the
@@ -684,7 +518,7 @@ async fn an_act_as_provider_signs_people_in_with_its_own_client() {
     .await;
     let out = python::run(
         "mcp_interactive.py",
-        &[&mcp_url(&m), &issuer.issuer, "alice"],
+        &[&mcp_url(m), &issuer.issuer, "alice"],
     )
     .await;
     assert!(out.get("error").is_none(), "{out}");

@@ -7,6 +7,8 @@ use portcullis_tests::oidc::OidcIssuer;
 use portcullis_tests::ControlPlane;
 use serde_json::{json, Value};
 
+use crate::mcp::Mcp;
+
 use crate::interactive::{
     authorize_url, claims, grants, list_with, mcp_url, pkce, redirected, started, token_request,
     REDIRECT,
@@ -70,7 +72,56 @@ async fn no_code_is_issued_without_the_persons_consent() {
     let start = authorize_url(&m, client_id, Some(&pkce(verifier)), &mcp_url(&m));
 
     // Signing in at the provider does not hand the client a code: the consent page comes.
+    let body = signing_in_shows_a_consent_page_that_cannot_be_framed(cp, &issuer, &start).await;
+
+    // The form's token alone, without the browser's cookie, or with another cookie: refused.
+    the_form_token_needs_the_browsers_cookie(cp, &body).await;
+
+    // Denying sends the client access_denied.
+    let q = landed(
+        &issuer
+            .visit(&start, "alice", REDIRECT, Some("deny"), None)
+            .await,
+    );
+    assert_eq!(
+        (q["error"].as_str(), q["state"].as_str(), q.get("code")),
+        ("access_denied", "s1", None),
+        "{q:?}"
+    );
+
+    // Approving issues the code; its token works at the gateway.
+    let access =
+        approving_issues_a_code_whose_token_works(&m, &issuer, &start, &client, verifier).await;
+
+    // The consent is remembered for Alice, this client and this agent: no page the next time.
+    the_consent_is_remembered_for_this_client_only(&m, &issuer, &start, verifier).await;
+
+    // Revoking the grant forgets the consent: the next sign-in asks again.
+    let grant_id = claims(&access)["grant"].as_str().unwrap().to_string();
+    let revoked = cp
+        .ok(
+            AGENTS,
+            "RevokeInteractiveGrant",
+            cp.body(json!({"grant_id": grant_id})),
+        )
+        .await;
+    assert_eq!(revoked["revoked"], true);
     let page = issuer.visit(&start, "alice", REDIRECT, None, None).await;
+    assert_eq!(page["status"], 200, "consent is asked again: {page}");
+    assert!(
+        page["body"].as_str().unwrap().contains("Allow access?"),
+        "{page}"
+    );
+}
+
+/// Alice signs in and gets the consent page, escaped, unframable, script-free and bound to a
+/// cookie of her browser: the page.
+async fn signing_in_shows_a_consent_page_that_cannot_be_framed(
+    cp: &ControlPlane,
+    issuer: &OidcIssuer,
+    start: &str,
+) -> String {
+    let page = issuer.visit(start, "alice", REDIRECT, None, None).await;
     assert_eq!(page["status"], 200, "no code without consent: {page}");
     assert!(page["url"].as_str().unwrap().starts_with(&cp.url), "{page}");
     let body = page["body"].as_str().unwrap();
@@ -103,8 +154,10 @@ async fn no_code_is_issued_without_the_persons_consent() {
         "the control plane is plain HTTP here: {cookie}"
     );
     assert!(grants(cp, None).await.is_empty());
+    body.to_string()
+}
 
-    // The form's token alone, without the browser's cookie, or with another cookie: refused.
+async fn the_form_token_needs_the_browsers_cookie(cp: &ControlPlane, body: &str) {
     let csrf = body
         .split("name=\"csrf\" value=\"")
         .nth(1)
@@ -119,23 +172,19 @@ async fn no_code_is_issued_without_the_persons_consent() {
     let (status, _) = post_consent(cp, Some(&forged), &[("decision", "approve")]).await;
     assert_eq!(status, 400);
     assert!(grants(cp, None).await.is_empty());
+}
 
-    // Denying sends the client access_denied.
+/// Alice approves; the client exchanges the code: the access token.
+async fn approving_issues_a_code_whose_token_works(
+    m: &Mcp,
+    issuer: &OidcIssuer,
+    start: &str,
+    client: &Value,
+    verifier: &str,
+) -> String {
     let q = landed(
         &issuer
-            .visit(&start, "alice", REDIRECT, Some("deny"), None)
-            .await,
-    );
-    assert_eq!(
-        (q["error"].as_str(), q["state"].as_str(), q.get("code")),
-        ("access_denied", "s1", None),
-        "{q:?}"
-    );
-
-    // Approving issues the code; its token works at the gateway.
-    let q = landed(
-        &issuer
-            .visit(&start, "alice", REDIRECT, Some("approve"), None)
+            .visit(start, "alice", REDIRECT, Some("approve"), None)
             .await,
     );
     let form = [
@@ -144,37 +193,27 @@ async fn no_code_is_issued_without_the_persons_consent() {
         ("code_verifier", verifier),
         ("redirect_uri", REDIRECT),
     ];
-    let (status, tokens) = token_request(cp, &client, &form).await;
+    let (status, tokens) = token_request(&m.cp, client, &form).await;
     assert_eq!(status, 200, "{tokens}");
     let access = tokens["access_token"].as_str().unwrap();
-    assert_eq!(list_with(&m, access, None).await.0, 200);
+    assert_eq!(list_with(m, access, None).await.0, 200);
+    access.to_string()
+}
 
-    // The consent is remembered for Alice, this client and this agent: no page the next time.
-    let q = landed(&issuer.visit(&start, "alice", REDIRECT, None, None).await);
+async fn the_consent_is_remembered_for_this_client_only(
+    m: &Mcp,
+    issuer: &OidcIssuer,
+    start: &str,
+    verifier: &str,
+) {
+    let q = landed(&issuer.visit(start, "alice", REDIRECT, None, None).await);
     assert!(q.contains_key("code"), "{q:?}");
     // Not for another client.
-    let second = register(cp, "second").await;
+    let second = register(&m.cp, "second").await;
     let second = second["client_id"].as_str().unwrap();
-    let elsewhere = authorize_url(&m, second, Some(&pkce(verifier)), &mcp_url(&m));
+    let elsewhere = authorize_url(m, second, Some(&pkce(verifier)), &mcp_url(m));
     let page = issuer
         .visit(&elsewhere, "alice", REDIRECT, None, None)
         .await;
     assert_eq!(page["status"], 200, "another client is asked for: {page}");
-
-    // Revoking the grant forgets the consent: the next sign-in asks again.
-    let grant_id = claims(access)["grant"].as_str().unwrap().to_string();
-    let revoked = cp
-        .ok(
-            AGENTS,
-            "RevokeInteractiveGrant",
-            cp.body(json!({"grant_id": grant_id})),
-        )
-        .await;
-    assert_eq!(revoked["revoked"], true);
-    let page = issuer.visit(&start, "alice", REDIRECT, None, None).await;
-    assert_eq!(page["status"], 200, "consent is asked again: {page}");
-    assert!(
-        page["body"].as_str().unwrap().contains("Allow access?"),
-        "{page}"
-    );
 }

@@ -106,6 +106,12 @@ async fn gateway_choice(cp: &ControlPlane) {
         .as_str()
         .unwrap()
         .to_string();
+    an_agent_on_several_gateways_names_one(cp, &second).await;
+    an_agent_gets_keys_only_for_gateways_it_reaches(cp, &second).await;
+    endpoints_are_returned_for_one_reachable_or_named_gateway(cp, &second).await;
+}
+
+async fn an_agent_on_several_gateways_names_one(cp: &ControlPlane, second: &str) {
     register(
         cp,
         json!({"name": "multi", "allowed_gateway_ids": [cp.default_gateway_id, second]}),
@@ -126,12 +132,14 @@ async fn gateway_choice(cp: &ControlPlane) {
             cp.body(json!({"agent_id": "multi", "name": "k", "gateway_id": second})),
         )
         .await;
-    assert_eq!(issued["gateway_id"], second.as_str());
+    assert_eq!(issued["gateway_id"], second);
     assert!(issued["endpoints"]["url"]
         .as_str()
         .unwrap()
-        .ends_with(&second));
+        .ends_with(second));
+}
 
+async fn an_agent_gets_keys_only_for_gateways_it_reaches(cp: &ControlPlane, second: &str) {
     cp.call(
         AGENTS,
         "CreateAgentKey",
@@ -153,12 +161,17 @@ async fn gateway_choice(cp: &ControlPlane) {
         cp.body(json!({"agent_id": "loner", "name": "k2", "gateway_id": second})),
     )
     .await;
+}
+
+async fn endpoints_are_returned_for_one_reachable_or_named_gateway(
+    cp: &ControlPlane,
+    second: &str,
+) {
     let got = cp
         .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "loner"})))
         .await;
     assert_eq!(
-        got["gateway_id"],
-        second.as_str(),
+        got["gateway_id"], second,
         "get returns endpoints for the one reachable gateway"
     );
     let got = cp

@@ -4,7 +4,7 @@ use portcullis_tests::controlplane::{AGENTS, MGMT, RULES};
 use portcullis_tests::python;
 use serde_json::json;
 
-use crate::world::{world, UPSTREAM_MODEL, UPSTREAM_SECRET};
+use crate::world::{world, World, UPSTREAM_MODEL, UPSTREAM_SECRET};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_sdk_calls_plain_and_streaming() {
@@ -60,9 +60,21 @@ async fn openai_sdk_calls_plain_and_streaming() {
 async fn refusals_in_the_openai_error_shape() {
     let w = world().await;
     let gw = w.gateway_id.clone();
+    bad_callers_and_requests_are_refused(&w, &gw).await;
+
+    // Attached but not allowed: attachment alone authorizes nothing.
+    a_model_attached_but_not_allowed_is_denied_and_unlisted(&w, &gw).await;
+
+    // A workspace forbid names itself as the determining policy.
+    a_workspace_forbid_names_itself(&w).await;
+
+    disabled_and_deleted_gateways_refuse(&w, &gw).await;
+}
+
+async fn bad_callers_and_requests_are_refused(w: &World, gw: &str) {
     let body = json!({"model": "gpt", "messages": [{"role": "user", "content": "hi"}]});
 
-    let r = w.chat_as(None, &gw, body.clone()).await;
+    let r = w.chat_as(None, gw, body.clone()).await;
     assert_eq!(
         (r.status, r.body["error"]["type"].as_str()),
         (401, Some("authentication_error")),
@@ -70,13 +82,10 @@ async fn refusals_in_the_openai_error_shape() {
         r.text
     );
     assert!(r.headers.contains_key("x-request-id"));
-    let r = w.chat_as(Some(&w.cp.key), &gw, body.clone()).await;
+    let r = w.chat_as(Some(&w.cp.key), gw, body.clone()).await;
     assert_eq!(r.status, 401, "platform keys are refused: {}", r.text);
     let forged = format!("svc_{}", "B".repeat(43));
-    assert_eq!(
-        w.chat_as(Some(&forged), &gw, body.clone()).await.status,
-        401
-    );
+    assert_eq!(w.chat_as(Some(&forged), gw, body.clone()).await.status, 401);
     let r = w
         .chat_as(
             Some(&w.key),
@@ -90,20 +99,21 @@ async fn refusals_in_the_openai_error_shape() {
         (r.status, r.body["error"]["code"].as_str()),
         (404, Some("model_not_found"))
     );
-    let r = w.chat_as(Some(&w.key), &gw, json!({"messages": []})).await;
+    let r = w.chat_as(Some(&w.key), gw, json!({"messages": []})).await;
     assert_eq!(r.status, 400);
-    let r = w.chat_as(Some(&w.key), &gw, json!("not an object")).await;
+    let r = w.chat_as(Some(&w.key), gw, json!("not an object")).await;
     assert_eq!(r.status, 400);
     let huge = json!({"model": "gpt", "messages": [{"role": "user", "content": "x".repeat(17 * 1024 * 1024)}]});
-    let r = w.chat_as(Some(&w.key), &gw, huge).await;
+    let r = w.chat_as(Some(&w.key), gw, huge).await;
     assert_eq!(
         (r.status, r.body["error"]["code"].as_str()),
         (413, Some("request_too_large")),
         "{}",
         &r.text[..r.text.len().min(300)]
     );
+}
 
-    // Attached but not allowed: attachment alone authorizes nothing.
+async fn a_model_attached_but_not_allowed_is_denied_and_unlisted(w: &World, gw: &str) {
     let cp = &w.cp;
     let id = crate::world::model(cp, "other", &w.fake.base_url()).await;
     cp.ok(
@@ -134,7 +144,7 @@ async fn refusals_in_the_openai_error_shape() {
     );
     let models: Vec<String> = crate::world::http(
         reqwest::Client::new()
-            .get(format!("{}/v1/models", w.gw.gateway_url(&gw)))
+            .get(format!("{}/v1/models", w.gw.gateway_url(gw)))
             .bearer_auth(&w.key),
     )
     .await
@@ -149,8 +159,10 @@ async fn refusals_in_the_openai_error_shape() {
         ["gpt"],
         "the list shows only what this agent may call"
     );
+}
 
-    // A workspace forbid names itself as the determining policy.
+async fn a_workspace_forbid_names_itself(w: &World) {
+    let cp = &w.cp;
     let b = cp.ok(RULES, "DeployRuleBundle", cp.body(json!({"policies": "@id(\"no-gpt\") forbid (principal, action == Svc::Action::\"llm:invoke\", resource == Svc::Model::\"gpt\");"}))).await;
     let bid = b["bundle"]["bundle_id"].as_str().unwrap().to_string();
     w.until(std::time::Duration::from_secs(2), |r| r.status == 403)
@@ -169,7 +181,10 @@ async fn refusals_in_the_openai_error_shape() {
     .await;
     w.until(std::time::Duration::from_secs(2), |r| r.status == 200)
         .await;
+}
 
+async fn disabled_and_deleted_gateways_refuse(w: &World, gw: &str) {
+    let cp = &w.cp;
     cp.ok(
         MGMT,
         "SetGatewayState",

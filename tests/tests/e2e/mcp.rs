@@ -24,7 +24,7 @@ impl Mcp {
     /// With extra control-plane configuration.
     pub async fn start_with(env: &[(&str, &str)]) -> Self {
         let cp = ControlPlane::start_with(Backend::Sqlite, env).await;
-        let key = crate::world::register_bot(
+        let key = crate::world::register_with_key(
             &cp,
             json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id]}),
         )
@@ -62,7 +62,7 @@ impl Mcp {
                 .await;
             if !listed["tools"].as_array().unwrap().is_empty() {
                 // The snapshot with the catalog reaches the gateway right after.
-                tokio::time::sleep(Duration::from_millis(150)).await;
+                self.gw.caught_up(cp).await;
                 return id;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -79,7 +79,7 @@ impl Mcp {
                     .body(json!({"agent_id": "bot", "allowed_tools": tools})),
             )
             .await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.gw.caught_up(&self.cp).await;
     }
 
     async fn rpc(&self, method: &str, params: Value) -> Value {
@@ -216,6 +216,12 @@ async fn statuses_rules_and_protocol_edges() {
 
     m.allow(&["everything/echo", "everything/get-sum"]).await;
     assert_eq!(m.names().await, ["everything/echo", "everything/get-sum"]);
+    a_blocked_operation_is_hidden_and_refused_even_with_a_permit(&m, &id).await;
+    restored_and_deprecated_operations_are_listed_and_callable(&m, &id).await;
+    protocol_edges_get_json_rpc_answers(&m).await;
+}
+
+async fn a_blocked_operation_is_hidden_and_refused_even_with_a_permit(m: &Mcp, id: &str) {
     let cp = &m.cp;
     cp.ok(
         MGMT,
@@ -223,7 +229,7 @@ async fn statuses_rules_and_protocol_edges() {
         cp.body(json!({"connection_id": id, "tool": "echo", "message": "under review"})),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    m.gw.caught_up(cp).await;
     assert_eq!(
         m.names().await,
         ["everything/get-sum"],
@@ -240,6 +246,10 @@ async fn statuses_rules_and_protocol_edges() {
         call["error"]["data"]["determining_policy"],
         "blocked/everything/echo"
     );
+}
+
+async fn restored_and_deprecated_operations_are_listed_and_callable(m: &Mcp, id: &str) {
+    let cp = &m.cp;
     cp.ok(
         MGMT,
         "RestoreTool",
@@ -252,7 +262,7 @@ async fn statuses_rules_and_protocol_edges() {
         cp.body(json!({"connection_id": id, "tool": "get-sum", "message": "use add"})),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    m.gw.caught_up(cp).await;
     let list = m.rpc("tools/list", json!({})).await;
     let tools = list["result"]["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 2, "restored: visible again");
@@ -274,7 +284,9 @@ async fn statuses_rules_and_protocol_edges() {
             .contains('3'),
         "deprecated stays callable: {call}"
     );
+}
 
+async fn protocol_edges_get_json_rpc_answers(m: &Mcp) {
     for (method, params, code) in [
         ("resources/list", json!({}), -32601),
         ("tools/call", json!({"name": "nope"}), -32602),

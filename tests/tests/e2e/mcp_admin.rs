@@ -8,6 +8,7 @@ use portcullis_tests::{on_both_backends, python, ControlPlane};
 use serde_json::{json, Value};
 
 use crate::tools::{deployment_token, report};
+use crate::world::platform_key;
 
 const AUDIT: &str = "svc.audit.v1.AuditService";
 
@@ -36,7 +37,21 @@ pub(crate) fn refused(out: &Value, i: usize) -> String {
 }
 
 async fn families_through_the_python_sdk(cp: &ControlPlane) {
-    let out = session(
+    let out = families_session(cp).await;
+    assert_eq!(out["server"], "portcullis-admin");
+    the_tools_are_listed_with_their_annotations(&out);
+    let (tool_id, gateway_id) =
+        model_tool_and_gateway_reads_are_the_connect_replies(cp, &out).await;
+
+    catalog_agents_quotas(cp, &tool_id, &gateway_id).await;
+    viewer_cannot_manage(cp).await;
+    changes_are_audited_with_their_surface(cp).await;
+}
+
+/// Adds gateway `edge`, model `gpt` and tool connection `things` on it, updates and reads
+/// them, and reads a model that does not exist.
+async fn families_session(cp: &ControlPlane) -> Value {
+    session(
         cp,
         &cp.key,
         &[
@@ -64,8 +79,10 @@ async fn families_through_the_python_sdk(cp: &ControlPlane) {
             ("svc_gateway_get", json!({"gateway": "edge"})),
         ],
     )
-    .await;
-    assert_eq!(out["server"], "portcullis-admin");
+    .await
+}
+
+fn the_tools_are_listed_with_their_annotations(out: &Value) {
     let tools: Vec<&Value> = out["tools"].as_array().unwrap().iter().collect();
     let tool = |name: &str| {
         *tools
@@ -97,12 +114,19 @@ async fn families_through_the_python_sdk(cp: &ControlPlane) {
     ] {
         tool(spec_named);
     }
+}
 
-    let gateway_id = ok(&out, 0)["gateway"]["gateway_id"]
+/// The session's model, tool and gateway, checked against the Connect API: the tool
+/// connection's and the gateway's ids.
+async fn model_tool_and_gateway_reads_are_the_connect_replies(
+    cp: &ControlPlane,
+    out: &Value,
+) -> (String, String) {
+    let gateway_id = ok(out, 0)["gateway"]["gateway_id"]
         .as_str()
         .unwrap()
         .to_string();
-    let model = ok(&out, 1)["model"].clone();
+    let model = ok(out, 1)["model"].clone();
     let model_id = model["connection_id"].as_str().unwrap().to_string();
     assert_eq!(model["gateways"][0]["name"], "edge", "{model}");
     assert_eq!(model["secret_keys"], json!(["Authorization"]));
@@ -114,22 +138,19 @@ async fn families_through_the_python_sdk(cp: &ControlPlane) {
             cp.body(json!({"connection_id": model_id})),
         )
         .await;
-    assert_eq!(ok(&out, 3), connect);
+    assert_eq!(ok(out, 3), connect);
     assert_eq!(connect["model"]["attributes"]["tier"], "gold");
-    let tool_id = ok(&out, 4)["connection_id"].as_str().unwrap().to_string();
+    let tool_id = ok(out, 4)["connection_id"].as_str().unwrap().to_string();
     assert_eq!(
-        ok(&out, 5)["tool"]["protocol_config"]["url"],
+        ok(out, 5)["tool"]["protocol_config"]["url"],
         "http://127.0.0.1:10/mcp"
     );
-    assert_eq!(refused(&out, 6), "not_found");
-    let gw = ok(&out, 7)["gateway"].clone();
+    assert_eq!(refused(out, 6), "not_found");
+    let gw = ok(out, 7)["gateway"].clone();
     assert_eq!(gw["gateway_id"], gateway_id.as_str());
     assert!(!out.to_string().contains("sk-admin-mcp-secret"));
     assert!(!out.to_string().contains("tool-secret-xyz"));
-
-    catalog_agents_quotas(cp, &tool_id, &gateway_id).await;
-    viewer_cannot_manage(cp).await;
-    changes_are_audited_with_their_surface(cp).await;
+    (tool_id, gateway_id)
 }
 
 async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &str) {
@@ -146,7 +167,28 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
         )
         .await["quota"]["quota_id"]
         .clone();
-    let out = session(
+    let out = catalog_agents_quotas_session(cp, gateway_id, &other_quota).await;
+    catalog_statuses_and_the_agents_lifecycle_follow_the_calls(&out);
+    quotas_are_set_by_gateway_and_model_and_checked(&out, gateway_id);
+    assert!(ok(&out, 13)["deliveries"].is_array());
+    assert_eq!(
+        refused(&out, 14),
+        "not_found",
+        "gpt is not on gateway other"
+    );
+    ok(&out, 16);
+    tool_reach_and_grants_are_the_connect_replies(cp, &out, gateway_id).await;
+}
+
+/// Blocks, deprecates and restores operations of `things`; registers, keys, suspends,
+/// reactivates and updates agent `bot`; sets, lists and removes quotas; lists deliveries,
+/// tool reach and interactive grants; and makes three calls that are refused.
+async fn catalog_agents_quotas_session(
+    cp: &ControlPlane,
+    gateway_id: &str,
+    other_quota: &Value,
+) -> Value {
+    session(
         cp,
         &cp.key,
         &[
@@ -212,9 +254,12 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
             ),
         ],
     )
-    .await;
-    assert_eq!(ok(&out, 0)["tool"]["status"], "blocked");
-    let catalog = ok(&out, 1);
+    .await
+}
+
+fn catalog_statuses_and_the_agents_lifecycle_follow_the_calls(out: &Value) {
+    assert_eq!(ok(out, 0)["tool"]["status"], "blocked");
+    let catalog = ok(out, 1);
     let listed: Vec<&str> = catalog["tools"]
         .as_array()
         .unwrap()
@@ -226,22 +271,25 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
         ["add"],
         "blocked entries are left out unless asked for"
     );
-    assert_eq!(ok(&out, 2)["tool"]["status"], "deprecated");
-    assert_eq!(ok(&out, 3)["tool"]["status"], "active");
-    let agent = ok(&out, 4)["agent"].clone();
+    assert_eq!(ok(out, 2)["tool"]["status"], "deprecated");
+    assert_eq!(ok(out, 3)["tool"]["status"], "active");
+    let agent = ok(out, 4)["agent"].clone();
     assert_eq!(agent["token_ttl"], "15m");
-    let key = ok(&out, 5);
+    let key = ok(out, 5);
     assert!(key["token"].as_str().unwrap().starts_with("svc_"), "{key}");
-    let keys = ok(&out, 6);
+    let keys = ok(out, 6);
     assert_eq!(keys["keys"][0]["name"], "k1");
     assert!(!keys.to_string().contains(key["token"].as_str().unwrap()));
-    assert_eq!(ok(&out, 7)["agent"]["status"], "suspended");
-    let quota = ok(&out, 8)["quota"].clone();
+    assert_eq!(ok(out, 7)["agent"]["status"], "suspended");
+}
+
+fn quotas_are_set_by_gateway_and_model_and_checked(out: &Value, gateway_id: &str) {
+    let quota = ok(out, 8)["quota"].clone();
     assert_eq!(quota["limit_micros"], 12_500_000);
     assert_eq!(quota["subject_id"], gateway_id);
     assert_eq!(quota["window"], "daily");
     assert_eq!(
-        refused(&out, 9),
+        refused(out, 9),
         "invalid_argument",
         "the gateway variant refuses another subject's quota, as on Connect"
     );
@@ -249,10 +297,10 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
         .as_str()
         .unwrap()
         .contains("not a gateway quota"));
-    let model_quota = ok(&out, 10)["quota"].clone();
+    let model_quota = ok(out, 10)["quota"].clone();
     assert_eq!(model_quota["limit_micros"], 250_000);
     assert_eq!(model_quota["subject_type"], "model");
-    assert_eq!(ok(&out, 11)["quotas"].as_array().unwrap().len(), 1);
+    assert_eq!(ok(out, 11)["quotas"].as_array().unwrap().len(), 1);
     let bad = &out["calls"][12];
     assert_eq!(
         bad["error"]["code"], -32602,
@@ -262,14 +310,14 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
         .as_str()
         .unwrap()
         .contains("limit_usd"));
-    assert!(ok(&out, 13)["deliveries"].is_array());
-    assert_eq!(
-        refused(&out, 14),
-        "not_found",
-        "gpt is not on gateway other"
-    );
-    ok(&out, 16);
-    let reach = ok(&out, 17);
+}
+
+async fn tool_reach_and_grants_are_the_connect_replies(
+    cp: &ControlPlane,
+    out: &Value,
+    gateway_id: &str,
+) {
+    let reach = ok(out, 17);
     let bot = reach["agents"]
         .as_array()
         .unwrap()
@@ -297,7 +345,7 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
     );
     let connect_reach = cp.ok(AGENTS, "ListToolReach", cp.body(json!({}))).await;
     assert_eq!(connect_reach, reach, "the MCP result is the Connect reply");
-    let grants = ok(&out, 18);
+    let grants = ok(out, 18);
     let connect_grants = cp
         .ok(
             AGENTS,
@@ -309,20 +357,11 @@ async fn catalog_agents_quotas(cp: &ControlPlane, tool_id: &str, gateway_id: &st
         grants, connect_grants,
         "the MCP result is the Connect reply"
     );
-    assert_eq!(refused(&out, 19), "not_found", "no such grant");
+    assert_eq!(refused(out, 19), "not_found", "no such grant");
 }
 
 async fn viewer_cannot_manage(cp: &ControlPlane) {
-    let viewer = cp
-        .ok(
-            MGMT,
-            "CreatePlatformKey",
-            cp.body(json!({"name": "v", "role": "viewer"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let viewer = platform_key(cp, "v", "viewer").await;
     let out = session(
         cp,
         &viewer,

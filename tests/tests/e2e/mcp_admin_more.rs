@@ -52,7 +52,26 @@ fn has_member(gateway: &Value, kind: &str, name: &str) -> bool {
 }
 
 async fn gateways_members_and_quotas_by_name(cp: &ControlPlane) {
-    let out = session(
+    let out = gateways_members_and_quotas_session(cp).await;
+    let edge = text(&ok(&out, 0)["gateway"]["gateway_id"]);
+    let model_id = text(&ok(&out, 2)["model"]["connection_id"]);
+    let tool_id = text(&ok(&out, 4)["connection_id"]);
+    both_members_are_stored(cp, &out, &edge, &model_id).await;
+
+    // Reads are the Connect API's replies.
+    tool_and_gateway_reads_are_the_connect_replies(cp, &out, &tool_id).await;
+
+    unknown_gateways_and_connections_are_not_found(&out);
+
+    let (gq, mq) = quotas_are_set_by_name(&out, &edge, &model_id);
+    quotas_change_and_go(cp, &gq, &mq).await;
+    removals(cp, &model_id).await;
+}
+
+/// Gateways `edge` and `spare`, model `gpt` and tool connection `things` on `edge`, reads,
+/// two attachments to what does not exist, and a quota on `edge` and on `gpt`.
+async fn gateways_members_and_quotas_session(cp: &ControlPlane) -> Value {
+    session(
         cp,
         &cp.key,
         &[
@@ -96,12 +115,12 @@ async fn gateways_members_and_quotas_by_name(cp: &ControlPlane) {
             ),
         ],
     )
-    .await;
-    let edge = text(&ok(&out, 0)["gateway"]["gateway_id"]);
-    let model_id = text(&ok(&out, 2)["model"]["connection_id"]);
-    let tool_id = text(&ok(&out, 4)["connection_id"]);
-    assert!(has_member(&ok(&out, 3)["gateway"], "model", "gpt"), "{out}");
-    let attached = ok(&out, 5)["gateway"].clone();
+    .await
+}
+
+async fn both_members_are_stored(cp: &ControlPlane, out: &Value, edge: &str, model_id: &str) {
+    assert!(has_member(&ok(out, 3)["gateway"], "model", "gpt"), "{out}");
+    let attached = ok(out, 5)["gateway"].clone();
     assert!(has_member(&attached, "model", "gpt"), "{attached}");
     assert!(has_member(&attached, "tool_source", "things"), "{attached}");
     let got = cp
@@ -119,8 +138,13 @@ async fn gateways_members_and_quotas_by_name(cp: &ControlPlane) {
         )
         .await;
     assert_eq!(names(&model["model"]["gateways"]), ["edge"], "{model}");
+}
 
-    // Reads are the Connect API's replies.
+async fn tool_and_gateway_reads_are_the_connect_replies(
+    cp: &ControlPlane,
+    out: &Value,
+    tool_id: &str,
+) {
     let tool = cp
         .ok(
             MGMT,
@@ -128,47 +152,50 @@ async fn gateways_members_and_quotas_by_name(cp: &ControlPlane) {
             cp.body(json!({"connection_id": tool_id})),
         )
         .await;
-    assert_eq!(ok(&out, 6), tool);
+    assert_eq!(ok(out, 6), tool);
     assert_eq!(names(&tool["tool"]["gateways"]), ["edge"], "{tool}");
     let tools = cp
         .ok(MGMT, "ListMCPServerConnections", cp.body(json!({})))
         .await;
-    assert_eq!(ok(&out, 7), tools);
+    assert_eq!(ok(out, 7), tools);
     assert_eq!(names(&tools["tools"]), ["things"]);
     let gateways = cp.ok(MGMT, "ListGateways", cp.body(json!({}))).await;
-    assert_eq!(ok(&out, 8), gateways);
+    assert_eq!(ok(out, 8), gateways);
     let listed = names(&gateways["gateways"]);
     assert!(
         listed.contains(&"edge".to_string()) && listed.contains(&"spare".to_string()),
         "{listed:?}"
     );
+}
 
-    assert_eq!(refused(&out, 9), "not_found");
+fn unknown_gateways_and_connections_are_not_found(out: &Value) {
+    assert_eq!(refused(out, 9), "not_found");
     assert!(
-        message(&out, 9).contains("no gateway named 'nowhere'"),
+        message(out, 9).contains("no gateway named 'nowhere'"),
         "{}",
-        message(&out, 9)
+        message(out, 9)
     );
-    assert_eq!(refused(&out, 10), "not_found");
+    assert_eq!(refused(out, 10), "not_found");
     assert!(
-        message(&out, 10).contains("no tool connection named 'nothing'"),
+        message(out, 10).contains("no tool connection named 'nothing'"),
         "{}",
-        message(&out, 10)
+        message(out, 10)
     );
+}
 
-    let gateway_quota = ok(&out, 11)["quota"].clone();
-    assert_eq!(gateway_quota["subject_id"], edge.as_str());
+/// The gateway quota and the model quota set by name: their ids.
+fn quotas_are_set_by_name(out: &Value, edge: &str, model_id: &str) -> (String, String) {
+    let gateway_quota = ok(out, 11)["quota"].clone();
+    assert_eq!(gateway_quota["subject_id"], edge);
     assert_eq!(gateway_quota["limit_micros"], 5_000_000);
     assert_eq!(gateway_quota["window"], "monthly");
-    let model_quota = ok(&out, 12)["quota"].clone();
-    assert_eq!(model_quota["subject_id"], model_id.as_str());
+    let model_quota = ok(out, 12)["quota"].clone();
+    assert_eq!(model_quota["subject_id"], model_id);
     assert_eq!(model_quota["window"], "daily");
-    let (gq, mq) = (
+    (
         text(&gateway_quota["quota_id"]),
         text(&model_quota["quota_id"]),
-    );
-    quotas_change_and_go(cp, &gq, &mq).await;
-    removals(cp, &model_id).await;
+    )
 }
 
 /// Updates both quotas, lists them, removes the model quota; the gateway variant refuses a
@@ -319,7 +346,28 @@ async fn agents_lifecycle_and_keys(cp: &ControlPlane) {
     let alpha = cp
         .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "alpha"})))
         .await;
-    let out = session(
+    let out = agents_lifecycle_session(cp).await;
+    // Reads are the Connect API's replies.
+    agent_reads_are_the_connect_replies(&out, &all, &alpha);
+
+    // The rotated key: a new secret, returned once; the old one stops working.
+    a_rotated_key_replaces_the_old_one(cp, &out, &k1).await;
+
+    // The revoked key is gone and refused; revoking it again is refused.
+    a_revoked_key_is_gone_and_refused(cp, &out, &k2).await;
+
+    // Revoked for good: its keys stop working and it cannot be reactivated.
+    a_revoked_agent_cannot_be_reactivated(cp, &out, &beta_key).await;
+
+    // Only a revoked agent is deleted; then it is gone from every read, and deleting it
+    // again is refused.
+    only_a_revoked_agent_is_deleted(cp, &out, &all).await;
+}
+
+/// Lists and gets agents, rotates and revokes alpha's keys, revokes and tries to reactivate
+/// beta, and deletes gamma before and after revoking it.
+async fn agents_lifecycle_session(cp: &ControlPlane) -> Value {
+    session(
         cp,
         &cp.key,
         &[
@@ -357,36 +405,40 @@ async fn agents_lifecycle_and_keys(cp: &ControlPlane) {
             ("svc_agents_get", json!({"agent_id": "gamma"})),
         ],
     )
-    .await;
-    // Reads are the Connect API's replies.
-    assert_eq!(ok(&out, 0), all);
+    .await
+}
+
+fn agent_reads_are_the_connect_replies(out: &Value, all: &Value, alpha: &Value) {
+    assert_eq!(&ok(out, 0), all);
     assert_eq!(all["total"], 3);
     assert_eq!(names(&all["agents"]), ["alpha", "beta", "gamma"]);
-    let page = ok(&out, 1);
+    let page = ok(out, 1);
     assert_eq!(page["agents"].as_array().unwrap().len(), 1, "{page}");
     assert_eq!(
         page["total"], 2,
         "active ones across pages; gamma, with no key yet, is provisioned"
     );
     assert_ne!(page["agents"][0]["name"], "gamma", "{page}");
-    assert_eq!(ok(&out, 2), alpha);
+    assert_eq!(&ok(out, 2), alpha);
     assert_eq!(alpha["agent"]["name"], "alpha");
+}
 
-    // The rotated key: a new secret, returned once; the old one stops working.
-    let rotated = ok(&out, 3);
+async fn a_rotated_key_replaces_the_old_one(cp: &ControlPlane, out: &Value, k1: &str) {
+    let rotated = ok(out, 3);
     let new_k1 = text(&rotated["token"]);
     assert!(new_k1.starts_with("svc_"), "{rotated}");
     assert_ne!(new_k1, k1);
     assert_eq!(rotated["key"]["name"], "k1");
     assert!(rotated["key"]["rotated_at"].is_string(), "{rotated}");
-    exchange(cp, &k1).await.expect_error("unauthenticated", 401);
+    exchange(cp, k1).await.expect_error("unauthenticated", 401);
     let exchanged = exchange(cp, &new_k1).await;
     assert_eq!(exchanged.status, 200, "{}", exchanged.text);
     assert_eq!(exchanged.body["gateway_id"], cp.default_gateway_id.as_str());
+}
 
-    // The revoked key is gone and refused; revoking it again is refused.
-    ok(&out, 4);
-    assert_eq!(refused(&out, 5), "not_found");
+async fn a_revoked_key_is_gone_and_refused(cp: &ControlPlane, out: &Value, k2: &str) {
+    ok(out, 4);
+    assert_eq!(refused(out, 5), "not_found");
     let keys = cp
         .ok(
             AGENTS,
@@ -395,33 +447,34 @@ async fn agents_lifecycle_and_keys(cp: &ControlPlane) {
         )
         .await;
     assert_eq!(names(&keys["keys"]), ["k1"], "{keys}");
-    exchange(cp, &k2).await.expect_error("unauthenticated", 401);
+    exchange(cp, k2).await.expect_error("unauthenticated", 401);
+}
 
-    // Revoked for good: its keys stop working and it cannot be reactivated.
-    let revoked = ok(&out, 6);
+async fn a_revoked_agent_cannot_be_reactivated(cp: &ControlPlane, out: &Value, beta_key: &str) {
+    let revoked = ok(out, 6);
     assert_eq!(revoked["agent"]["status"], "revoked");
     let beta_id = text(&revoked["agent"]["agent_id"]);
     assert_eq!(revoked["affected_agent_ids"], json!([beta_id]));
-    assert_eq!(refused(&out, 7), "failed_precondition");
+    assert_eq!(refused(out, 7), "failed_precondition");
     let beta = cp
         .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "beta"})))
         .await;
     assert_eq!(beta["agent"]["status"], "revoked");
     assert_eq!(beta["agent"]["status_reason"], "leaked key");
-    exchange(cp, &beta_key)
+    exchange(cp, beta_key)
         .await
         .expect_error("failed_precondition", 400)
         .mentions("is revoked");
+}
 
-    // Only a revoked agent is deleted; then it is gone from every read, and deleting it
-    // again is refused.
-    assert_eq!(refused(&out, 8), "failed_precondition");
+async fn only_a_revoked_agent_is_deleted(cp: &ControlPlane, out: &Value, all: &Value) {
+    assert_eq!(refused(out, 8), "failed_precondition");
     assert!(
-        message(&out, 8).contains("revoke it before deleting"),
+        message(out, 8).contains("revoke it before deleting"),
         "{}",
-        message(&out, 8)
+        message(out, 8)
     );
-    assert_eq!(ok(&out, 9)["agent"]["status"], "revoked");
+    assert_eq!(ok(out, 9)["agent"]["status"], "revoked");
     let gamma_id = text(
         &all["agents"]
             .as_array()
@@ -430,12 +483,12 @@ async fn agents_lifecycle_and_keys(cp: &ControlPlane) {
             .find(|a| a["name"] == "gamma")
             .unwrap()["agent_id"],
     );
-    assert_eq!(ok(&out, 10)["deleted_agent_ids"], json!([gamma_id]));
-    assert_eq!(refused(&out, 11), "not_found");
-    let only_revoked = ok(&out, 12);
+    assert_eq!(ok(out, 10)["deleted_agent_ids"], json!([gamma_id]));
+    assert_eq!(refused(out, 11), "not_found");
+    let only_revoked = ok(out, 12);
     assert_eq!(names(&only_revoked["agents"]), ["beta"]);
     assert_eq!(only_revoked["total"], 1);
-    assert_eq!(refused(&out, 13), "not_found");
+    assert_eq!(refused(out, 13), "not_found");
     cp.call(AGENTS, "GetAgent", cp.body(json!({"agent_id": "gamma"})))
         .await
         .expect_error("not_found", 404);
@@ -457,6 +510,30 @@ async fn read(cp: &ControlPlane, operation: &str, id: &str) -> Value {
 }
 
 async fn shared_oauth_consent_and_disconnect(cp: &ControlPlane) {
+    let (tool_id, model_id) = shared_oauth_tool_and_model(cp).await;
+    let links = consent_links_are_begun_for_oauth_connections_only(cp, &tool_id, &model_id).await;
+    // The tool's link sends the browser to the provider's authorization endpoint.
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let opened = browser.get(&links[0]).send().await.unwrap();
+    assert_eq!(opened.status().as_u16(), 302);
+    let location = opened.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        location.starts_with("https://idp.example.com/authorize?")
+            && location.contains("client_id=portcullis"),
+        "{location}"
+    );
+
+    disconnects_keep_only_the_client_settings(cp, &tool_id, &model_id).await;
+    // The model's unused link was withdrawn.
+    let stale = browser.get(&links[1]).send().await.unwrap();
+    assert_eq!(stale.status().as_u16(), 404);
+}
+
+/// A shared OAuth tool connection `ot` and model connection `om`, not yet consented: their ids.
+async fn shared_oauth_tool_and_model(cp: &ControlPlane) -> (String, String) {
     let tool_id = text(
         &cp.ok(
             MGMT,
@@ -481,7 +558,16 @@ async fn shared_oauth_consent_and_disconnect(cp: &ControlPlane) {
         read(cp, "GetMCPServerConnection", &tool_id).await["tool"]["oauth_state"],
         "disconnected"
     );
+    (tool_id, model_id)
+}
 
+/// Begins consent for `ot` and `om` (and refuses it for a tool without OAuth): the tool's
+/// and the model's consent links.
+async fn consent_links_are_begun_for_oauth_connections_only(
+    cp: &ControlPlane,
+    tool_id: &str,
+    model_id: &str,
+) -> Vec<String> {
     let out = session(
         cp,
         &cp.key,
@@ -510,24 +596,18 @@ async fn shared_oauth_consent_and_disconnect(cp: &ControlPlane) {
         "{}",
         message(&out, 3)
     );
-    let tool = read(cp, "GetMCPServerConnection", &tool_id).await;
+    let tool = read(cp, "GetMCPServerConnection", tool_id).await;
     assert_eq!(tool["tool"]["oauth_state"], "consent_pending", "{tool}");
-    let model = read(cp, "GetLLMModelConnection", &model_id).await;
+    let model = read(cp, "GetLLMModelConnection", model_id).await;
     assert_eq!(model["model"]["oauth_state"], "consent_pending", "{model}");
-    // The tool's link sends the browser to the provider's authorization endpoint.
-    let browser = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let opened = browser.get(&links[0]).send().await.unwrap();
-    assert_eq!(opened.status().as_u16(), 302);
-    let location = opened.headers()["location"].to_str().unwrap().to_string();
-    assert!(
-        location.starts_with("https://idp.example.com/authorize?")
-            && location.contains("client_id=portcullis"),
-        "{location}"
-    );
+    links
+}
 
+async fn disconnects_keep_only_the_client_settings(
+    cp: &ControlPlane,
+    tool_id: &str,
+    model_id: &str,
+) {
     let out = session(
         cp,
         &cp.key,
@@ -543,19 +623,16 @@ async fn shared_oauth_consent_and_disconnect(cp: &ControlPlane) {
     assert_eq!(ok(&out, 1), json!({}));
     assert_eq!(refused(&out, 2), "not_found");
     // No grant and no consent under way; the client settings stay.
-    let tool = read(cp, "GetMCPServerConnection", &tool_id).await;
+    let tool = read(cp, "GetMCPServerConnection", tool_id).await;
     assert_eq!(ok(&out, 3), tool);
     assert_eq!(tool["tool"]["oauth_state"], "disconnected", "{tool}");
     assert_eq!(tool["tool"]["has_credential"], false, "{tool}");
     assert_eq!(tool["tool"]["secret_keys"], json!([]), "{tool}");
     assert_eq!(tool["tool"]["auth_config"]["client_id"], "portcullis");
-    let model = read(cp, "GetLLMModelConnection", &model_id).await;
+    let model = read(cp, "GetLLMModelConnection", model_id).await;
     assert_eq!(model["model"]["oauth_state"], "disconnected", "{model}");
     assert_eq!(model["model"]["has_credential"], false, "{model}");
     assert_eq!(model["model"]["auth_config"]["client_id"], "portcullis");
-    // The model's unused link was withdrawn.
-    let stale = browser.get(&links[1]).send().await.unwrap();
-    assert_eq!(stale.status().as_u16(), 404);
 }
 
 /// Retries a second apart: a delivery that keeps failing is dead-lettered in about 2 s.
@@ -594,6 +671,38 @@ async fn webhook_deliveries_through_the_tools(cp: &ControlPlane) {
     let destination = created["destination"].clone();
 
     // Two test events while the receiver is down: both end in the dead-letter queue.
+    let dead = test_events_while_down_are_dead_lettered(cp, &receiver).await;
+    // Back, but the next delivery is told to wait an hour: it stays pending.
+    let waiting = a_delivery_told_to_wait_stays_pending(cp, &receiver).await;
+
+    let dead_detail = delivery(cp, &dead[0]).await;
+    let out = delivery_tools_session(cp, &dead, &waiting).await;
+    // The read is the Connect reply: three failed attempts, and the body as sent.
+    let got = ok(&out, 0);
+    assert_eq!(got, dead_detail);
+    assert_eq!(got["delivery"]["status"], "dlq");
+    assert_eq!(got["attempts"].as_array().unwrap().len(), 3, "{got:#}");
+    assert_eq!(got["attempts"][2]["status_code"], 503);
+    assert_eq!(got["body"]["type"], "eventing.test");
+
+    // One replayed by id, the other by the bulk replay, which skips the replayed one.
+    replays_by_id_and_in_bulk_each_succeed(cp, &out, &dead).await;
+
+    // Canceled: no more attempts; a second cancel and an unknown delivery are refused.
+    a_canceled_delivery_is_attempted_no_more(cp, &out, &waiting).await;
+
+    // Rotated: the destination has a new key, and the next delivery is signed with the new
+    // secret (and, for the grace period, the old one).
+    the_next_delivery_is_signed_with_both_secrets(cp, &out, &receiver, &first_secret, &destination)
+        .await;
+}
+
+/// Two test deliveries to `ops` while the receiver is down (and one to an unknown
+/// subscription): their ids, once dead-lettered.
+async fn test_events_while_down_are_dead_lettered(
+    cp: &ControlPlane,
+    receiver: &Receiver,
+) -> Vec<String> {
     receiver.set_down(true);
     let out = session(
         cp,
@@ -619,7 +728,11 @@ async fn webhook_deliveries_through_the_tools(cp: &ControlPlane) {
     for id in &dead {
         settled(cp, id, "dlq").await;
     }
-    // Back, but the next delivery is told to wait an hour: it stays pending.
+    dead
+}
+
+/// A test delivery the receiver answers with a retry an hour later: its id.
+async fn a_delivery_told_to_wait_stays_pending(cp: &ControlPlane, receiver: &Receiver) -> String {
     receiver.set_down(false);
     receiver.plan(&[Answer::RetryAfter(429, 3600)]);
     let out = session(
@@ -633,10 +746,14 @@ async fn webhook_deliveries_through_the_tools(cp: &ControlPlane) {
     .await;
     let waiting = text(&ok(&out, 0)["delivery_id"]);
     wait_attempted(cp, &waiting).await;
+    waiting
+}
 
-    let dead_detail = delivery(cp, &dead[0]).await;
+/// Reads and replays the dead deliveries, cancels the waiting one (twice, and an unknown one),
+/// rotates the secret and sends another test event.
+async fn delivery_tools_session(cp: &ControlPlane, dead: &[String], waiting: &str) -> Value {
     let missing = "00000000-0000-4000-8000-000000000000";
-    let out = session(
+    session(
         cp,
         &cp.key,
         &[
@@ -674,19 +791,13 @@ async fn webhook_deliveries_through_the_tools(cp: &ControlPlane) {
             ),
         ],
     )
-    .await;
-    // The read is the Connect reply: three failed attempts, and the body as sent.
-    let got = ok(&out, 0);
-    assert_eq!(got, dead_detail);
-    assert_eq!(got["delivery"]["status"], "dlq");
-    assert_eq!(got["attempts"].as_array().unwrap().len(), 3, "{got:#}");
-    assert_eq!(got["attempts"][2]["status_code"], 503);
-    assert_eq!(got["body"]["type"], "eventing.test");
+    .await
+}
 
-    // One replayed by id, the other by the bulk replay, which skips the replayed one.
-    let replay = ok(&out, 1)["delivery"].clone();
+async fn replays_by_id_and_in_bulk_each_succeed(cp: &ControlPlane, out: &Value, dead: &[String]) {
+    let replay = ok(out, 1)["delivery"].clone();
     assert_eq!(replay["replay_of"], dead[0].as_str());
-    let bulk = ok(&out, 2);
+    let bulk = ok(out, 2);
     assert_eq!(
         (bulk["matched"].as_u64(), bulk["replayed"].as_u64()),
         (Some(1), Some(1)),
@@ -701,19 +812,26 @@ async fn webhook_deliveries_through_the_tools(cp: &ControlPlane) {
         let d = delivery(cp, original).await;
         assert_eq!(d["delivery"]["replayed_by"], again.as_str(), "{d:#}");
     }
+}
 
-    // Canceled: no more attempts; a second cancel and an unknown delivery are refused.
-    assert_eq!(ok(&out, 3)["delivery"]["status"], "canceled");
-    assert_eq!(refused(&out, 4), "failed_precondition");
-    assert_eq!(refused(&out, 5), "not_found");
-    let d = delivery(cp, &waiting).await;
+async fn a_canceled_delivery_is_attempted_no_more(cp: &ControlPlane, out: &Value, waiting: &str) {
+    assert_eq!(ok(out, 3)["delivery"]["status"], "canceled");
+    assert_eq!(refused(out, 4), "failed_precondition");
+    assert_eq!(refused(out, 5), "not_found");
+    let d = delivery(cp, waiting).await;
     assert_eq!(d["delivery"]["status"], "canceled");
     assert!(d["delivery"]["next_attempt_at"].is_null(), "{d:#}");
     assert_eq!(d["delivery"]["attempts"], 1);
+}
 
-    // Rotated: the destination has a new key, and the next delivery is signed with the new
-    // secret (and, for the grace period, the old one).
-    let rotated = ok(&out, 6);
+async fn the_next_delivery_is_signed_with_both_secrets(
+    cp: &ControlPlane,
+    out: &Value,
+    receiver: &Receiver,
+    first_secret: &str,
+    destination: &Value,
+) {
+    let rotated = ok(out, 6);
     let new_secret = text(&rotated["signing_secret"]);
     assert!(new_secret.starts_with("whsec_"), "{rotated}");
     assert_ne!(new_secret, first_secret);
@@ -727,7 +845,7 @@ async fn webhook_deliveries_through_the_tools(cp: &ControlPlane) {
         !listed.to_string().contains(&new_secret),
         "never shown again"
     );
-    let after = settled(cp, &text(&ok(&out, 7)["delivery_id"]), "succeeded").await;
+    let after = settled(cp, &text(&ok(out, 7)["delivery_id"]), "succeeded").await;
     let event_id = text(&after["delivery"]["event_id"]);
     let seen: Vec<_> = receiver
         .seen()
@@ -735,6 +853,6 @@ async fn webhook_deliveries_through_the_tools(cp: &ControlPlane) {
         .filter(|s| s.header("service-event-id") == event_id)
         .collect();
     assert_eq!(seen.len(), 1);
-    let checked = verify(&[new_secret.as_str(), first_secret.as_str()], &seen).await;
+    let checked = verify(&[new_secret.as_str(), first_secret], &seen).await;
     assert_eq!(checked[0]["verified"], json!([true, true]), "{checked:#?}");
 }

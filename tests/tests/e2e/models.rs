@@ -1,7 +1,7 @@
 //! Model connections: every rule of the spec's model operations and model resource.
 
 use portcullis_tests::controlplane::MGMT;
-use portcullis_tests::{on_both_backends, ControlPlane};
+use portcullis_tests::{on_both_backends, ControlPlane, Reply};
 use serde_json::{json, Value};
 
 pub async fn create_model(cp: &ControlPlane, fields: Value) -> Value {
@@ -261,43 +261,63 @@ async fn provider_groups_need_their_locators(cp: &ControlPlane) {
 
 /// Cloud providers take their own credential shapes, checked whole; none is echoed back.
 async fn cloud_credentials_are_checked(cp: &ControlPlane) {
-    let create = |name: &str, provider: &str, config: Value, auth: Value| {
-        let mut body = json!({"name": name, "provider": provider, "provider_config": config});
-        body.as_object_mut()
-            .unwrap()
-            .extend(auth.as_object().unwrap().clone());
-        cp.call(MGMT, "CreateLLMModelConnection", cp.body(body))
-    };
     let bedrock = json!({"model": "anthropic.claude-3-haiku-20240307-v1:0", "region": "us-east-1"});
     let vertex = json!({"model": "gemini-2.5-flash", "project": "p", "location": "us-central1"});
+    malformed_cloud_credentials_are_refused_unechoed(cp, &bedrock, &vertex).await;
+    bedrock_takes_keys_or_an_api_key(cp, &bedrock).await;
+    no_credential_means_the_gateways_own_identity(cp, &bedrock, &vertex).await;
+}
+
+/// `CreateLLMModelConnection` of `name` on `provider`, with `auth`'s fields added.
+async fn create_cloud_model(
+    cp: &ControlPlane,
+    name: &str,
+    provider: &str,
+    config: Value,
+    auth: Value,
+) -> Reply {
+    let mut body = json!({"name": name, "provider": provider, "provider_config": config});
+    body.as_object_mut()
+        .unwrap()
+        .extend(auth.as_object().unwrap().clone());
+    cp.call(MGMT, "CreateLLMModelConnection", cp.body(body))
+        .await
+}
+
+async fn malformed_cloud_credentials_are_refused_unechoed(
+    cp: &ControlPlane,
+    bedrock: &Value,
+    vertex: &Value,
+) {
     let secret = "AKIAIOSFODNN7EXAMPLE-secret-never-echoed";
     for (provider, config, secrets, says) in [
         (
             "bedrock",
-            &bedrock,
+            bedrock,
             json!({"aws_access_key_id": "AKIA"}),
             "aws_secret_access_key",
         ),
         (
             "bedrock",
-            &bedrock,
+            bedrock,
             json!({"Authorization": "Bearer k", "aws_access_key_id": "AKIA"}),
             "not both",
         ),
         (
             "vertex",
-            &vertex,
+            vertex,
             json!({"service_account_json": secret}),
             "not JSON",
         ),
         (
             "vertex",
-            &vertex,
+            vertex,
             json!({"service_account_json": format!("{{\"client_email\": \"a@b\", \"private_key\": \"{secret}\"}}")}),
             "PEM",
         ),
     ] {
-        let r = create(
+        let r = create_cloud_model(
+            cp,
             "m",
             provider,
             config.clone(),
@@ -311,7 +331,11 @@ async fn cloud_credentials_are_checked(cp: &ControlPlane) {
             r.text
         );
     }
-    let keys = create(
+}
+
+async fn bedrock_takes_keys_or_an_api_key(cp: &ControlPlane, bedrock: &Value) {
+    let keys = create_cloud_model(
+        cp,
         "keys",
         "bedrock",
         bedrock.clone(),
@@ -320,7 +344,8 @@ async fn cloud_credentials_are_checked(cp: &ControlPlane) {
     .await;
     assert_eq!(keys.status, 200, "{}", keys.text);
     assert_eq!(keys.body["model"]["uses_gateway_identity"], false);
-    let api_key = create(
+    let api_key = create_cloud_model(
+        cp,
         "api-key",
         "bedrock",
         bedrock.clone(),
@@ -328,11 +353,19 @@ async fn cloud_credentials_are_checked(cp: &ControlPlane) {
     )
     .await;
     assert_eq!(api_key.status, 200, "{}", api_key.text);
+}
+
+async fn no_credential_means_the_gateways_own_identity(
+    cp: &ControlPlane,
+    bedrock: &Value,
+    vertex: &Value,
+) {
     for (name, provider, config) in [
-        ("own-aws", "bedrock", &bedrock),
-        ("own-google", "vertex", &vertex),
+        ("own-aws", "bedrock", bedrock),
+        ("own-google", "vertex", vertex),
     ] {
-        let own = create(
+        let own = create_cloud_model(
+            cp,
             name,
             provider,
             config.clone(),

@@ -21,6 +21,8 @@ use portcullis_tests::oidc::OidcIssuer;
 use portcullis_tests::{Backend, ControlPlane, GatewayProcess};
 use serde_json::{json, Value};
 
+use crate::world::{agent_id, register_with_key};
+
 const SECRET: &str = "0123456789abcdef-oauth-hmac";
 
 /// Creates a connection with `create` and offers it on the default gateway with `attach`;
@@ -64,23 +66,7 @@ async fn agent(cp: &ControlPlane, name: &str, allowed: Value, signin: Option<&st
         agent["actas_hmac_secret"] = json!(SECRET);
         agent["actas_allowed_subjects"] = json!(["u1", "u2"]);
     }
-    cp.ok(AGENTS, "RegisterAgent", cp.body(agent)).await;
-    let key = cp
-        .ok(
-            AGENTS,
-            "CreateAgentKey",
-            cp.body(json!({"agent_id": name, "name": "k"})),
-        )
-        .await;
-    key["token"].as_str().unwrap().to_string()
-}
-
-/// The id of the agent named `name`.
-async fn agent_id(cp: &ControlPlane, name: &str) -> String {
-    let got = cp
-        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": name})))
-        .await;
-    got["agent"]["agent_id"].as_str().unwrap().to_string()
+    register_with_key(cp, agent).await
 }
 
 /// One JSON-RPC call to the gateway's MCP endpoint, as `sub` when given; its HTTP status and
@@ -255,27 +241,7 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
     // The consent: discovery and registration with no client settings given; short-lived
     // access tokens from now on, to see them refreshed.
     issuer.set_access_ttl(6).await;
-    let op = "BeginMCPServerOAuthConnect";
-    let body = json!({"connection_id": id});
-    // The first link from the command line (left unused).
-    let dir = tempfile::tempdir().unwrap();
-    let (code, out, err) =
-        crate::cli::as_admin(&cp, dir.path(), vec!["tool", "oauth-connect", "gh"]).await;
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("/connect/"), "{out}");
-    let got = oauth_state(&cp, &id).await;
-    assert_eq!(
-        got["oauth_state"], "consent_pending",
-        "an unused link is pending: {got}"
-    );
-    let consent_url = consent(&cp, &issuer, op, body, "admin").await;
-    assert_eq!(issuer.stat("registrations").await, 1, "registered once");
-    let got = oauth_state(&cp, &id).await;
-    assert_eq!(got["oauth_state"], "connected", "{got}");
-    assert_eq!(got["auth_config"]["dynamic_registration"], true, "{got}");
-    assert!(got["auth_config"]["client_id"].as_str().is_some(), "{got}");
-    let (status, _) = issuer.browse(&consent_url, "admin").await;
-    assert_eq!(status, 410, "a connect link works once");
+    an_administrator_connects_the_shared_tool_once(&cp, &issuer, &id).await;
 
     // Every agent is served with the administrator's grant.
     assert_eq!(first_answer(&cp, &gw, &one, None, "gh").await, "admin");
@@ -299,6 +265,53 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
     );
 
     // Disconnect revokes at the provider; the settings stay; the next call fails.
+    disconnect_revokes_at_the_provider_and_keeps_the_settings(&cp, &gw, &issuer, &id, &one).await;
+
+    // Connected again; then the provider stops refreshing: the grant is dropped and audited,
+    // the connection reads disconnected and calls are refused.
+    a_refused_refresh_drops_the_grant(&cp, &gw, &issuer, &id, &one).await;
+
+    // Audited; no token anywhere but where it is sent.
+    assert_eq!(events(&cp, "oauth.connected").await.len(), 2);
+    assert_eq!(events(&cp, "oauth.disconnected").await.len(), 1);
+    assert_unseen(&cp, &gw, &mcp.tokens()).await;
+}
+
+async fn an_administrator_connects_the_shared_tool_once(
+    cp: &ControlPlane,
+    issuer: &OidcIssuer,
+    id: &str,
+) {
+    let op = "BeginMCPServerOAuthConnect";
+    let body = json!({"connection_id": id});
+    // The first link from the command line (left unused).
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) =
+        crate::cli::as_admin(cp, dir.path(), vec!["tool", "oauth-connect", "gh"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("/connect/"), "{out}");
+    let got = oauth_state(cp, id).await;
+    assert_eq!(
+        got["oauth_state"], "consent_pending",
+        "an unused link is pending: {got}"
+    );
+    let consent_url = consent(cp, issuer, op, body, "admin").await;
+    assert_eq!(issuer.stat("registrations").await, 1, "registered once");
+    let got = oauth_state(cp, id).await;
+    assert_eq!(got["oauth_state"], "connected", "{got}");
+    assert_eq!(got["auth_config"]["dynamic_registration"], true, "{got}");
+    assert!(got["auth_config"]["client_id"].as_str().is_some(), "{got}");
+    let (status, _) = issuer.browse(&consent_url, "admin").await;
+    assert_eq!(status, 410, "a connect link works once");
+}
+
+async fn disconnect_revokes_at_the_provider_and_keeps_the_settings(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    issuer: &OidcIssuer,
+    id: &str,
+    key: &str,
+) {
     let revocations = issuer.stat("revocations").await;
     cp.ok(
         MGMT,
@@ -312,32 +325,34 @@ async fn shared_oauth_tool_consented_refreshed_and_revoked() {
         "{}",
         cp.logs()
     );
-    let got = oauth_state(&cp, &id).await;
+    let got = oauth_state(cp, id).await;
     assert_eq!(got["oauth_state"], "disconnected", "{got}");
     assert!(got["auth_config"]["client_id"].as_str().is_some(), "{got}");
-    let after = whoami(&cp, &gw, &one, None, "gh").await;
+    let after = whoami(cp, gw, key, None, "gh").await;
     assert!(after.get("error").is_some(), "{after}");
+}
 
-    // Connected again; then the provider stops refreshing: the grant is dropped and audited,
-    // the connection reads disconnected and calls are refused.
-    consent(&cp, &issuer, op, json!({"connection_id": id}), "admin").await;
-    assert_eq!(text(&whoami(&cp, &gw, &one, None, "gh").await), "admin");
+async fn a_refused_refresh_drops_the_grant(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    issuer: &OidcIssuer,
+    id: &str,
+    key: &str,
+) {
+    let op = "BeginMCPServerOAuthConnect";
+    consent(cp, issuer, op, json!({"connection_id": id}), "admin").await;
+    assert_eq!(text(&whoami(cp, gw, key, None, "gh").await), "admin");
     issuer.refuse_refresh().await;
     tokio::time::sleep(Duration::from_millis(6_500)).await;
-    let refused = whoami(&cp, &gw, &one, None, "gh").await;
+    let refused = whoami(cp, gw, key, None, "gh").await;
     assert!(refused.to_string().contains("not connected"), "{refused}");
-    assert_eq!(oauth_state(&cp, &id).await["oauth_state"], "disconnected");
-    let failed = events(&cp, "oauth.refresh_failed").await;
+    assert_eq!(oauth_state(cp, id).await["oauth_state"], "disconnected");
+    let failed = events(cp, "oauth.refresh_failed").await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert!(failed[0]["payload"]["reason"]
         .as_str()
         .unwrap()
         .contains("invalid_grant"));
-
-    // Audited; no token anywhere but where it is sent.
-    assert_eq!(events(&cp, "oauth.connected").await.len(), 2);
-    assert_eq!(events(&cp, "oauth.disconnected").await.len(), 1);
-    assert_unseen(&cp, &gw, &mcp.tokens()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,35 +371,10 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     let gw = GatewayProcess::start(&cp).await;
 
     // No grant yet: advised in the list, refused with a link on call.
-    let listed = rpc(&cp, &gw, &key, Some("u1"), "tools/list", json!({})).await;
-    assert_eq!(listed["result"]["tools"], json!([]), "{listed}");
-    let advice = &listed["result"]["_meta"]["auth_required"][0];
-    assert_eq!(advice["connection_name"], "pu", "{listed}");
-    let refusal = whoami(&cp, &gw, &key, Some("u1"), "pu").await;
-    assert_eq!(refusal["error"]["code"], -32001, "{refusal}");
-    let data = &refusal["error"]["data"];
-    assert_eq!(data["reason_code"], "credential_required", "{refusal}");
-    let link = data["provision_url"].as_str().unwrap().to_string();
+    let link = without_a_grant_a_person_is_given_a_link(&cp, &gw, &key).await;
 
     // Someone else signed in opening u1's link gets nowhere near the provider's consent.
-    let (status, page) = issuer.browse(&link, "u2").await;
-    assert_eq!(status, 403, "{page}");
-    assert!(page.contains("made for another person"), "{page}");
-    // The person signs in (the link is theirs), then consents at the provider (the same
-    // provider here, so as the same account).
-    let (status, page) = issuer.browse(&link, "u1").await;
-    assert_eq!(status, 200, "{page}");
-    let (status, _) = issuer.browse(&link, "u1").await;
-    assert_eq!(status, 410, "a provision link works once");
-    assert_eq!(first_answer(&cp, &gw, &key, Some("u1"), "pu").await, "u1");
-    let other = whoami(&cp, &gw, &key, Some("u2"), "pu").await;
-    assert_eq!(
-        other["error"]["code"], -32001,
-        "another person still needs their own: {other}"
-    );
-    let params = json!({"name": "pu/whoami", "arguments": {}});
-    let (status, without) = rpc_status(&cp, &gw, &key, None, "tools/call", params).await;
-    assert_eq!(status, 403, "no person, no call: {without}");
+    the_link_provisions_only_its_person(&cp, &gw, &issuer, &key, &link).await;
 
     // An expired link is refused.
     let expired = whoami(&cp, &gw, &key, Some("u2"), "pu").await["error"]["data"]["provision_url"]
@@ -401,6 +391,71 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     assert_eq!(status, 410, "an expired link is refused");
 
     // An administrator's own grant on a per-user tool names who they act as.
+    let subjects = an_administrators_grant_names_who_they_act_as(&cp, &issuer, &id).await;
+
+    // Deleting a person's grant revokes it at the provider.
+    let u1 = subjects.iter().find(|s| s.starts_with("u1|")).unwrap();
+    let revocations = issuer.stat("revocations").await;
+    let body = json!({"connection_id": id, "subject": u1});
+    cp.ok(MGMT, "DeleteUserCredential", cp.body(body)).await;
+    assert_eq!(issuer.stat("revocations").await, revocations + 1);
+
+    // With it, the administrator syncs the per-user tool's catalog.
+    the_administrators_grant_syncs_the_catalog(&cp, &id).await;
+    assert_eq!(events(&cp, "credential.provisioned").await.len(), 2);
+    assert_unseen(&cp, &gw, &mcp.tokens()).await;
+}
+
+/// `u1` sees `pu` advised in the list and is refused its call: the provision link.
+async fn without_a_grant_a_person_is_given_a_link(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    key: &str,
+) -> String {
+    let listed = rpc(cp, gw, key, Some("u1"), "tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"], json!([]), "{listed}");
+    let advice = &listed["result"]["_meta"]["auth_required"][0];
+    assert_eq!(advice["connection_name"], "pu", "{listed}");
+    let refusal = whoami(cp, gw, key, Some("u1"), "pu").await;
+    assert_eq!(refusal["error"]["code"], -32001, "{refusal}");
+    let data = &refusal["error"]["data"];
+    assert_eq!(data["reason_code"], "credential_required", "{refusal}");
+    data["provision_url"].as_str().unwrap().to_string()
+}
+
+async fn the_link_provisions_only_its_person(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    issuer: &OidcIssuer,
+    key: &str,
+    link: &str,
+) {
+    let (status, page) = issuer.browse(link, "u2").await;
+    assert_eq!(status, 403, "{page}");
+    assert!(page.contains("made for another person"), "{page}");
+    // The person signs in (the link is theirs), then consents at the provider (the same
+    // provider here, so as the same account).
+    let (status, page) = issuer.browse(link, "u1").await;
+    assert_eq!(status, 200, "{page}");
+    let (status, _) = issuer.browse(link, "u1").await;
+    assert_eq!(status, 410, "a provision link works once");
+    assert_eq!(first_answer(cp, gw, key, Some("u1"), "pu").await, "u1");
+    let other = whoami(cp, gw, key, Some("u2"), "pu").await;
+    assert_eq!(
+        other["error"]["code"], -32001,
+        "another person still needs their own: {other}"
+    );
+    let params = json!({"name": "pu/whoami", "arguments": {}});
+    let (status, without) = rpc_status(cp, gw, key, None, "tools/call", params).await;
+    assert_eq!(status, 403, "no person, no call: {without}");
+}
+
+/// Connects `admin@example.com`'s own grant: the subjects with a stored grant.
+async fn an_administrators_grant_names_who_they_act_as(
+    cp: &ControlPlane,
+    issuer: &OidcIssuer,
+    id: &str,
+) -> Vec<String> {
     let reply = cp
         .call(
             MGMT,
@@ -413,8 +468,8 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
         .mentions("act_as_sub");
     let body = json!({"connection_id": id, "act_as_sub": "admin@example.com"});
     consent(
-        &cp,
-        &issuer,
+        cp,
+        issuer,
         "BeginMCPServerOAuthConnect",
         body,
         "admin-at-idp",
@@ -427,22 +482,20 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
             cp.body(json!({"connection_id": id})),
         )
         .await;
-    let subjects: Vec<&str> = people["credentials"]
+    let subjects: Vec<String> = people["credentials"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|c| c["subject"].as_str())
+        .filter_map(|c| c["subject"].as_str().map(str::to_string))
         .collect();
-    assert!(subjects.contains(&"admin@example.com"), "{people}");
+    assert!(
+        subjects.contains(&"admin@example.com".to_string()),
+        "{people}"
+    );
+    subjects
+}
 
-    // Deleting a person's grant revokes it at the provider.
-    let u1 = subjects.iter().find(|s| s.starts_with("u1|")).unwrap();
-    let revocations = issuer.stat("revocations").await;
-    let body = json!({"connection_id": id, "subject": u1});
-    cp.ok(MGMT, "DeleteUserCredential", cp.body(body)).await;
-    assert_eq!(issuer.stat("revocations").await, revocations + 1);
-
-    // With it, the administrator syncs the per-user tool's catalog.
+async fn the_administrators_grant_syncs_the_catalog(cp: &ControlPlane, id: &str) {
     let synced = cp
         .ok(
             MGMT,
@@ -459,8 +512,6 @@ async fn per_user_oauth_tool_provisioned_by_each_person() {
     .await
     .expect_error("failed_precondition", 400)
     .mentions("no credential is stored for subject 'nobody@example.com'");
-    assert_eq!(events(&cp, "credential.provisioned").await.len(), 2);
-    assert_unseen(&cp, &gw, &mcp.tokens()).await;
 }
 
 /// Per-user OAuth tools before anyone listed them: a person with a grant calls straight away
@@ -480,23 +531,60 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
     cp.ok(AGENTS, "UpdateAgent", cp.body(oidc)).await;
     let bot_id = agent_id(&cp, "bot").await;
     let gw = GatewayProcess::start(&cp).await;
-    let call = |token: String, tool: &'static str| {
-        let (cp, gw, key) = (&cp, &gw, &key);
-        async move {
-            let params = json!({"name": format!("{tool}/whoami"), "arguments": {}});
-            rpc_acting(cp, gw, key, Some(&token), "tools/call", params).await
-        }
+    let bot = Acting {
+        cp: &cp,
+        gw: &gw,
+        issuer: &issuer,
+        key: &key,
+        agent_id: &bot_id,
     };
 
     // A person: the link, their consent, then the call — no list in between.
-    let u1 = issuer.forge("valid", "u1", Some(&bot_id)).await;
-    let (_, refusal) = call(u1.clone(), "pu").await;
+    a_person_calls_straight_after_consenting(&bot, &pu).await;
+
+    // The administrator's own grant and synced catalog; their agent lists and calls with it.
+    the_administrators_synced_grant_serves_their_agent(&bot, &pa).await;
+
+    // An HMAC identity is only as good as its agent's secret: that agent acting as the
+    // administrator does not get their grant, but one attached for it by name.
+    an_hmac_identity_gets_only_a_grant_attached_for_its_agent(&cp, &gw, &issuer, &pa).await;
+}
+
+/// Agent `bot` acting for people whose identity tokens `issuer` forges.
+struct Acting<'a> {
+    cp: &'a ControlPlane,
+    gw: &'a GatewayProcess,
+    issuer: &'a OidcIssuer,
+    key: &'a str,
+    agent_id: &'a str,
+}
+
+impl Acting<'_> {
+    /// `{tool}/whoami` called acting for the holder of `token`.
+    async fn call(&self, token: String, tool: &'static str) -> (u16, Value) {
+        let params = json!({"name": format!("{tool}/whoami"), "arguments": {}});
+        rpc_acting(
+            self.cp,
+            self.gw,
+            self.key,
+            Some(&token),
+            "tools/call",
+            params,
+        )
+        .await
+    }
+}
+
+async fn a_person_calls_straight_after_consenting(bot: &Acting<'_>, pu: &str) {
+    let (cp, issuer) = (bot.cp, bot.issuer);
+    let u1 = issuer.forge("valid", "u1", Some(bot.agent_id)).await;
+    let (_, refusal) = bot.call(u1.clone(), "pu").await;
     let link = refusal["error"]["data"]["provision_url"]
         .as_str()
         .unwrap_or_else(|| panic!("{refusal}"))
         .to_string();
     assert_eq!(issuer.browse(&link, "u1").await.0, 200);
-    let (status, answer) = call(u1, "pu").await;
+    let (status, answer) = bot.call(u1, "pu").await;
     assert_eq!((status, text(&answer)), (200, "u1".to_string()), "{answer}");
     let catalog = cp
         .ok(
@@ -513,12 +601,14 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
             .any(|t| t["name"] == "whoami" && t["status"] == "active"),
         "the call recorded the operation: {catalog}"
     );
+}
 
-    // The administrator's own grant and synced catalog; their agent lists and calls with it.
+async fn the_administrators_synced_grant_serves_their_agent(bot: &Acting<'_>, pa: &str) {
+    let (cp, gw, issuer) = (bot.cp, bot.gw, bot.issuer);
     let body = json!({"connection_id": pa, "act_as_sub": "admin@example.com"});
     consent(
-        &cp,
-        &issuer,
+        cp,
+        issuer,
         "BeginMCPServerOAuthConnect",
         body,
         "admin-at-idp",
@@ -527,11 +617,11 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
     let body = json!({"connection_id": pa, "act_as_sub": "admin@example.com"});
     cp.ok(MGMT, "SyncMCPServerConnectionTools", cp.body(body))
         .await;
-    gw.caught_up(&cp).await;
+    gw.caught_up(cp).await;
     let admin = issuer
-        .forge("valid", "admin@example.com", Some(&bot_id))
+        .forge("valid", "admin@example.com", Some(bot.agent_id))
         .await;
-    let (status, listed) = rpc_acting(&cp, &gw, &key, Some(&admin), "tools/list", json!({})).await;
+    let (status, listed) = rpc_acting(cp, gw, bot.key, Some(&admin), "tools/list", json!({})).await;
     assert_eq!(status, 200, "{listed}");
     let names: Vec<&str> = listed["result"]["tools"]
         .as_array()
@@ -540,17 +630,22 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
         .filter_map(|t| t["name"].as_str())
         .collect();
     assert!(names.contains(&"pa/whoami"), "{listed}");
-    let (status, answer) = call(admin, "pa").await;
+    let (status, answer) = bot.call(admin, "pa").await;
     assert_eq!(
         (status, text(&answer)),
         (200, "admin-at-idp".to_string()),
         "{answer}"
     );
+}
 
-    // An HMAC identity is only as good as its agent's secret: that agent acting as the
-    // administrator does not get their grant, but one attached for it by name.
+async fn an_hmac_identity_gets_only_a_grant_attached_for_its_agent(
+    cp: &ControlPlane,
+    gw: &GatewayProcess,
+    issuer: &OidcIssuer,
+    pa: &str,
+) {
     let hb = agent(
-        &cp,
+        cp,
         "hb",
         json!({"allowed_tools": ["pa/whoami"]}),
         Some(&issuer.issuer),
@@ -562,26 +657,26 @@ async fn per_user_oauth_tools_answer_without_a_prior_list() {
         cp.body(json!({"agent_id": "hb", "actas_allowed_subjects": ["admin@example.com"]})),
     )
     .await;
-    gw.caught_up(&cp).await;
+    gw.caught_up(cp).await;
     let hmac_admin = hmac_header("admin@example.com", SECRET);
     let params = json!({"name": "pa/whoami", "arguments": {}});
-    let (_, refused) = rpc_acting(&cp, &gw, &hb, Some(&hmac_admin), "tools/call", params).await;
+    let (_, refused) = rpc_acting(cp, gw, &hb, Some(&hmac_admin), "tools/call", params).await;
     assert_eq!(
         refused["error"]["data"]["reason_code"], "credential_required",
         "{refused}"
     );
-    let subject = format!("admin@example.com|hmac:{}", agent_id(&cp, "hb").await);
+    let subject = format!("admin@example.com|hmac:{}", agent_id(cp, "hb").await);
     let body = json!({"connection_id": pa, "act_as_sub": subject});
     consent(
-        &cp,
-        &issuer,
+        cp,
+        issuer,
         "BeginMCPServerOAuthConnect",
         body,
         "admin-at-idp",
     )
     .await;
     let (status, listed) =
-        rpc_acting(&cp, &gw, &hb, Some(&hmac_admin), "tools/list", json!({})).await;
+        rpc_acting(cp, gw, &hb, Some(&hmac_admin), "tools/list", json!({})).await;
     assert_eq!(status, 200, "{listed}");
     assert_eq!(
         listed["result"]["tools"][0]["name"], "pa/whoami",

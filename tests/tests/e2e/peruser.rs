@@ -47,7 +47,7 @@ async fn setup(fake_url: &str) -> Setup {
         cp.body(json!({"gateway_id": cp.default_gateway_id, "connection_id": tool_id})),
     )
     .await;
-    let key = crate::world::register_bot(
+    let key = crate::world::register_with_key(
         &cp,
         json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
             "allowed_tools": ["pu/whoami"], "actas_method": "hmac", "actas_hmac_secret": SECRET,
@@ -132,22 +132,49 @@ async fn per_user_tool_provisioned_then_revoked() {
     let url = link(&s.call("u1").await);
 
     // Opened without signing in, the link sends the browser to sign in, and nothing else.
+    the_link_first_sends_the_browser_to_sign_in(&s, &url).await;
+
+    // Someone else who got hold of the link: refused, audited, and the link still works.
+    someone_else_with_the_link_is_refused_and_audited(&s, &url).await;
+
+    // The page, as the person's browser sees it after signing in; the key stored once.
+    the_person_stores_their_key_once(&s, &url).await;
+
+    // u1's calls now carry u1's key (the first list records the operations in the catalog).
+    the_persons_calls_carry_their_key(&s).await;
+
+    // Stored sealed, never logged.
+    assert!(
+        !s.cp.dump_store().await.contains(U1_KEY),
+        "the key is stored sealed"
+    );
+    assert!(!s.cp.logs().contains(U1_KEY) && !s.gw.logs().contains(U1_KEY));
+
+    // Audited without the key; counted in /metrics.
+    provisioning_is_audited_without_the_key_and_counted(&s).await;
+
+    // Deleted at the control plane: the gateway stops using it within 60 s.
+    a_deleted_credential_stops_being_used(&s).await;
+}
+
+async fn the_link_first_sends_the_browser_to_sign_in(s: &Setup, url: &str) {
     let no_redirects = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let page = no_redirects.get(&url).send().await.unwrap();
+    let page = no_redirects.get(url).send().await.unwrap();
     assert!(page.status().is_redirection(), "{}", page.status());
     let location = page.headers()["location"].to_str().unwrap();
     assert!(location.starts_with(&s.issuer.issuer), "{location}");
-    let (status, html) = post_unsigned(&url, "posted-by-a-script").await;
+    let (status, html) = post_unsigned(url, "posted-by-a-script").await;
     assert_eq!(
         status, 403,
         "a key without the signed-in form is refused: {html}"
     );
+}
 
-    // Someone else who got hold of the link: refused, audited, and the link still works.
-    let (status, html) = s.issuer.provide(&url, "u2", "u2-key-for-u1").await;
+async fn someone_else_with_the_link_is_refused_and_audited(s: &Setup, url: &str) {
+    let (status, html) = s.issuer.provide(url, "u2", "u2-key-for-u1").await;
     assert_eq!(status, 403, "{html}");
     assert!(html.contains("made for another person") && html.contains("u2@example.com"));
     let refused =
@@ -164,9 +191,10 @@ async fn per_user_tool_provisioned_then_revoked() {
     );
     assert_eq!(e["result"], "RESULT_DENIED");
     assert!(!s.cp.dump_store().await.contains("u2-key-for-u1"));
+}
 
-    // The page, as the person's browser sees it after signing in; the key stored once.
-    let shown = s.issuer.visit(&url, "u1", "", None, None).await;
+async fn the_person_stores_their_key_once(s: &Setup, url: &str) {
+    let shown = s.issuer.visit(url, "u1", "", None, None).await;
     assert_eq!(shown["status"], 200, "{shown}");
     assert_eq!(shown["headers"]["cache-control"], "no-store");
     let html = shown["body"].as_str().unwrap();
@@ -174,13 +202,13 @@ async fn per_user_tool_provisioned_then_revoked() {
         html.contains("name=\"api_key\"") && html.contains("pu"),
         "{html}"
     );
-    let (status, html) = s.issuer.provide(&url, "u1", U1_KEY).await;
+    let (status, html) = s.issuer.provide(url, "u1", U1_KEY).await;
     assert_eq!(status, 200, "{html}");
     assert!(
         html.contains("is stored") && !html.contains(U1_KEY),
         "{html}"
     );
-    let (status, _) = s.issuer.provide(&url, "u1", "another").await;
+    let (status, _) = s.issuer.provide(url, "u1", "another").await;
     assert_eq!(status, 410, "a link works once");
     let expired = link(&s.call("u2").await);
     let _ = s
@@ -192,8 +220,9 @@ async fn per_user_tool_provisioned_then_revoked() {
         410,
         "an expired link is refused"
     );
+}
 
-    // u1's calls now carry u1's key (the first list records the operations in the catalog).
+async fn the_persons_calls_carry_their_key(s: &Setup) {
     let mut answer = Value::Null;
     for _ in 0..100 {
         s.rpc("u1", "tools/list", json!({})).await;
@@ -214,15 +243,9 @@ async fn per_user_tool_provisioned_then_revoked() {
     );
     assert!(listed["result"]["_meta"].is_null());
     link(&s.call("u2").await);
+}
 
-    // Stored sealed, never logged.
-    assert!(
-        !s.cp.dump_store().await.contains(U1_KEY),
-        "the key is stored sealed"
-    );
-    assert!(!s.cp.logs().contains(U1_KEY) && !s.gw.logs().contains(U1_KEY));
-
-    // Audited without the key; counted in /metrics.
+async fn provisioning_is_audited_without_the_key_and_counted(s: &Setup) {
     let events =
         s.cp.ok(
             "svc.audit.v1.AuditService",
@@ -249,8 +272,9 @@ async fn per_user_tool_provisioned_then_revoked() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
     assert!(count >= 3, "{metrics}");
+}
 
-    // Deleted at the control plane: the gateway stops using it within 60 s.
+async fn a_deleted_credential_stops_being_used(s: &Setup) {
     let listed =
         s.cp.ok(
             MGMT,
@@ -401,7 +425,7 @@ async fn per_user_model_through_the_openai_sdk() {
         ),
     )
     .await;
-    let key = crate::world::register_bot(
+    let key = crate::world::register_with_key(
         &cp,
         json!({"name": "bot", "allowed_gateway_ids": [cp.default_gateway_id],
             "allowed_direct_model_names": ["mine"], "actas_method": "hmac",

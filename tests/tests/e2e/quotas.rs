@@ -182,7 +182,30 @@ async fn subjects_defaults_and_listing(cp: &ControlPlane) {
 async fn subject_rules(cp: &ControlPlane) {
     let i = ids(cp).await;
     let missing = uuid::Uuid::new_v4().to_string();
-    let refused = [
+    let refused = refused_subjects(&i, &missing)
+        .into_iter()
+        .chain(refused_kinds_limits_and_windows());
+    for (body, code, field) in refused {
+        let r = cp.call(MGMT, "CreateLLMQuota", cp.body(body.clone())).await;
+        assert!(
+            r.status >= 400 && r.code() == code,
+            "{body} → {} {}",
+            r.status,
+            r.text
+        );
+        assert!(
+            r.message().contains(field),
+            "{body}: the message names {field}: {}",
+            r.message()
+        );
+    }
+    assert!(list(cp).await.is_empty(), "a refused create stores nothing");
+}
+
+/// Creates with a subject that is missing, of another kind, or qualified where it may not
+/// be: each body, the code it is refused with and the field the message names.
+fn refused_subjects(i: &Ids, missing: &str) -> Vec<(Value, &'static str, &'static str)> {
+    vec![
         (
             json!({"subject_type": "agent", "limit_micros": 1}),
             "invalid_argument",
@@ -243,6 +266,13 @@ async fn subject_rules(cp: &ControlPlane) {
             "invalid_argument",
             "subject_id",
         ),
+    ]
+}
+
+/// Creates with an unknown subject type, a limit out of range or missing, or an unknown
+/// window or scope: as [`refused_subjects`].
+fn refused_kinds_limits_and_windows() -> Vec<(Value, &'static str, &'static str)> {
+    vec![
         (
             json!({"subject_type": "team", "limit_micros": 1}),
             "invalid_argument",
@@ -273,22 +303,7 @@ async fn subject_rules(cp: &ControlPlane) {
             "invalid_argument",
             "scope",
         ),
-    ];
-    for (body, code, field) in refused {
-        let r = cp.call(MGMT, "CreateLLMQuota", cp.body(body.clone())).await;
-        assert!(
-            r.status >= 400 && r.code() == code,
-            "{body} → {} {}",
-            r.status,
-            r.text
-        );
-        assert!(
-            r.message().contains(field),
-            "{body}: the message names {field}: {}",
-            r.message()
-        );
-    }
-    assert!(list(cp).await.is_empty(), "a refused create stores nothing");
+    ]
 }
 
 async fn one_quota_per_subject_and_window(cp: &ControlPlane) {
@@ -347,6 +362,18 @@ async fn updates_keep_omitted_fields_and_never_move_the_subject(cp: &ControlPlan
     )
     .await;
     let id = q["quota_id"].as_str().unwrap();
+    updates_keep_what_they_omit(cp, id).await;
+    the_subject_and_its_qualifiers_never_move(cp, &i, id).await;
+    cp.call(
+        MGMT,
+        "UpdateLLMQuota",
+        cp.body(json!({"quota_id": uuid::Uuid::new_v4().to_string(), "limit_micros": 1})),
+    )
+    .await
+    .expect_error("not_found", 404);
+}
+
+async fn updates_keep_what_they_omit(cp: &ControlPlane, id: &str) {
     let u = cp
         .ok(
             MGMT,
@@ -392,6 +419,9 @@ async fn updates_keep_omitted_fields_and_never_move_the_subject(cp: &ControlPlan
         .await["quota"]
         .clone();
     assert_eq!(u["enabled"], true, "the flag changes by update");
+}
+
+async fn the_subject_and_its_qualifiers_never_move(cp: &ControlPlane, i: &Ids, id: &str) {
     for field in [
         json!({"subject_id": i.model}),
         json!({"subject_type": "model"}),
@@ -427,13 +457,6 @@ async fn updates_keep_omitted_fields_and_never_move_the_subject(cp: &ControlPlan
         ),
         (Some(i.agent.as_str()), Some("daily"), Some(20))
     );
-    cp.call(
-        MGMT,
-        "UpdateLLMQuota",
-        cp.body(json!({"quota_id": uuid::Uuid::new_v4().to_string(), "limit_micros": 1})),
-    )
-    .await
-    .expect_error("not_found", 404);
 }
 
 async fn delete_and_cascades(cp: &ControlPlane) {
@@ -515,6 +538,30 @@ async fn gateway_variants_touch_gateway_quotas_only(cp: &ControlPlane) {
         .as_str()
         .unwrap()
         .to_string();
+    let gw_quota = set_gateway_quota_makes_one_per_gateway_and_window(cp, &i, &other_gateway).await;
+    let agent_quota = create(
+        cp,
+        json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 10}),
+    )
+    .await["quota_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Another subject's id: refused by update and remove, naming the field; nothing changes.
+    another_subjects_quota_is_refused_and_unchanged(cp, &agent_quota).await;
+
+    // Its own quotas: updated (omitted fields keep) and removed.
+    gateway_quotas_are_updated_listed_and_removed(cp, &i, &gw_quota).await;
+}
+
+/// Sets a daily quota on `i.gateway` (once) and a disabled one on `other_gateway`: the
+/// first's id.
+async fn set_gateway_quota_makes_one_per_gateway_and_window(
+    cp: &ControlPlane,
+    i: &Ids,
+    other_gateway: &str,
+) -> String {
     let set = cp
         .ok(
             MGMT,
@@ -558,16 +605,10 @@ async fn gateway_variants_touch_gateway_quotas_only(cp: &ControlPlane) {
         cp.body(json!({"gateway_id": other_gateway, "limit_micros": 5, "disabled": true})),
     )
     .await;
-    let agent_quota = create(
-        cp,
-        json!({"subject_type": "agent", "subject_id": i.agent, "limit_micros": 10}),
-    )
-    .await["quota_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    gw_quota
+}
 
-    // Another subject's id: refused by update and remove, naming the field; nothing changes.
+async fn another_subjects_quota_is_refused_and_unchanged(cp: &ControlPlane, agent_quota: &str) {
     for (op, body) in [
         (
             "UpdateGatewayQuota",
@@ -586,11 +627,26 @@ async fn gateway_variants_touch_gateway_quotas_only(cp: &ControlPlane) {
     let agent_row = list(cp)
         .await
         .into_iter()
-        .find(|q| q["quota_id"] == agent_quota.as_str())
+        .find(|q| q["quota_id"] == agent_quota)
         .expect("the agent quota is still there");
     assert_eq!(agent_row["limit_micros"], 10, "unchanged");
+}
 
-    // Its own quotas: updated (omitted fields keep) and removed.
+/// The ids of the gateway quotas `ListGatewayQuotas` lists, of one gateway or all.
+async fn listed_gateway_quotas(cp: &ControlPlane, gateway: Option<&str>) -> Vec<String> {
+    let body = match gateway {
+        Some(g) => json!({"gateway_id": g}),
+        None => json!({}),
+    };
+    cp.ok(MGMT, "ListGatewayQuotas", cp.body(body)).await["quotas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["quota_id"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>()
+}
+
+async fn gateway_quotas_are_updated_listed_and_removed(cp: &ControlPlane, i: &Ids, gw_quota: &str) {
     let u = cp
         .ok(
             MGMT,
@@ -607,33 +663,22 @@ async fn gateway_variants_touch_gateway_quotas_only(cp: &ControlPlane) {
         ),
         (Some(7_000_000), Some("daily"), Some("edge spend"))
     );
-    let listed = |gateway: Option<&str>| {
-        let body = match gateway {
-            Some(g) => json!({"gateway_id": g}),
-            None => json!({}),
-        };
-        async move {
-            cp.ok(MGMT, "ListGatewayQuotas", cp.body(body)).await["quotas"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|q| q["quota_id"].as_str().unwrap().to_string())
-                .collect::<Vec<_>>()
-        }
-    };
     assert_eq!(
-        listed(None).await.len(),
+        listed_gateway_quotas(cp, None).await.len(),
         2,
         "gateway quotas only, disabled included"
     );
-    assert_eq!(listed(Some(&i.gateway)).await, vec![gw_quota.clone()]);
+    assert_eq!(
+        listed_gateway_quotas(cp, Some(&i.gateway)).await,
+        vec![gw_quota.to_string()]
+    );
     cp.ok(
         MGMT,
         "RemoveGatewayQuota",
         cp.body(json!({"quota_id": gw_quota})),
     )
     .await;
-    assert!(listed(Some(&i.gateway)).await.is_empty());
+    assert!(listed_gateway_quotas(cp, Some(&i.gateway)).await.is_empty());
     assert_eq!(
         list(cp).await.len(),
         2,

@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use portcullis_tests::controlplane::{AGENTS, MGMT, RULES};
+use portcullis_tests::fake_llm::RunningFake;
 use portcullis_tests::FakeLlm;
 use serde_json::json;
 
-use crate::world::{model, world};
+use crate::world::{model, world, World};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_plane_outage_does_not_interrupt_serving() {
@@ -84,7 +85,6 @@ async fn an_invalid_bundle_never_reaches_the_gateway() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_fail_over_and_distribute() {
     let w = world().await;
-    let cp = &w.cp;
     let failing = FakeLlm::openai().status(500).start().await;
     let good = FakeLlm::openai()
         .reply("from the good member")
@@ -96,10 +96,33 @@ async fn pools_fail_over_and_distribute() {
         drop(l);
         format!("http://{addr}/v1")
     };
+    let ids = a_priority_pool_fast(&w, &failing.base_url(), &refused, &good.base_url()).await;
+    the_pool_fails_over_to_the_good_member(&w, &failing).await;
+
+    // After repeated failures the failing member is cooled down and skipped.
+    for _ in 0..3 {
+        assert_eq!(w.chat("fast").await.status, 200);
+    }
+    let tried = failing.requests().len();
+    assert_eq!(w.chat("fast").await.headers["x-portcullis-model"], "m-good");
+    assert_eq!(
+        failing.requests().len(),
+        tried,
+        "a cooled-down member is not tried first"
+    );
+
+    // Round robin spreads calls over healthy members.
+    round_robin_spreads_calls_over_healthy_members(&w, &ids[2]).await;
+}
+
+/// Pool `fast`, in this order: a member answering 500, one refusing connections and a good
+/// one, on the gateway and allowed to `bot`: the members' ids.
+async fn a_priority_pool_fast(w: &World, failing: &str, refused: &str, good: &str) -> [String; 3] {
+    let cp = &w.cp;
     let ids = [
-        model(cp, "m-500", &failing.base_url()).await,
-        model(cp, "m-refused", &refused).await,
-        model(cp, "m-good", &good.base_url()).await,
+        model(cp, "m-500", failing).await,
+        model(cp, "m-refused", refused).await,
+        model(cp, "m-good", good).await,
     ];
     let members: Vec<_> = ids
         .iter()
@@ -125,6 +148,10 @@ async fn pools_fail_over_and_distribute() {
         cp.body(json!({"agent_id": "bot", "allowed_pool_names": ["fast"]})),
     )
     .await;
+    ids
+}
+
+async fn the_pool_fails_over_to_the_good_member(w: &World, failing: &RunningFake) {
     let mut r = w.chat("fast").await;
     for _ in 0..50 {
         if r.status == 200 {
@@ -143,23 +170,13 @@ async fn pools_fail_over_and_distribute() {
         !failing.requests().is_empty(),
         "the 500 member was tried first"
     );
+}
 
-    // After repeated failures the failing member is cooled down and skipped.
-    for _ in 0..3 {
-        assert_eq!(w.chat("fast").await.status, 200);
-    }
-    let tried = failing.requests().len();
-    assert_eq!(w.chat("fast").await.headers["x-portcullis-model"], "m-good");
-    assert_eq!(
-        failing.requests().len(),
-        tried,
-        "a cooled-down member is not tried first"
-    );
-
-    // Round robin spreads calls over healthy members.
+async fn round_robin_spreads_calls_over_healthy_members(w: &World, good_id: &str) {
+    let cp = &w.cp;
     let second = FakeLlm::openai().reply("from the second").start().await;
     let id2 = model(cp, "m-second", &second.base_url()).await;
-    let rr = cp.ok(MGMT, "CreateLLMPool", cp.body(json!({"name": "spread", "members": [{"connection_id": ids[2]}, {"connection_id": id2}]}))).await;
+    let rr = cp.ok(MGMT, "CreateLLMPool", cp.body(json!({"name": "spread", "members": [{"connection_id": good_id}, {"connection_id": id2}]}))).await;
     cp.ok(
         MGMT,
         "AddGatewayPool",

@@ -44,6 +44,24 @@ async fn deploy_validates_and_ids_policies(cp: &ControlPlane) {
         ])
     );
 
+    invalid_policies_are_refused_and_never_stored(cp).await;
+
+    cp.ok(RULES, "DeleteRuleBundle", cp.body(json!({"bundle_id": id})))
+        .await;
+    assert!(admin_bundles(cp).await.is_empty());
+    cp.call(RULES, "DeleteRuleBundle", cp.body(json!({"bundle_id": id})))
+        .await
+        .expect_error("not_found", 404);
+    cp.call(
+        RULES,
+        "DeleteRuleBundle",
+        cp.body(json!({"bundle_id": "managed-gateways"})),
+    )
+    .await
+    .expect_error("failed_precondition", 400);
+}
+
+async fn invalid_policies_are_refused_and_never_stored(cp: &ControlPlane) {
     let unknown_type = r#"permit (principal == Svc::User::"x", action, resource);"#;
     cp.call(
         RULES,
@@ -98,20 +116,6 @@ async fn deploy_validates_and_ids_policies(cp: &ControlPlane) {
         1,
         "refused bundles are never stored"
     );
-
-    cp.ok(RULES, "DeleteRuleBundle", cp.body(json!({"bundle_id": id})))
-        .await;
-    assert!(admin_bundles(cp).await.is_empty());
-    cp.call(RULES, "DeleteRuleBundle", cp.body(json!({"bundle_id": id})))
-        .await
-        .expect_error("not_found", 404);
-    cp.call(
-        RULES,
-        "DeleteRuleBundle",
-        cp.body(json!({"bundle_id": "managed-gateways"})),
-    )
-    .await
-    .expect_error("failed_precondition", 400);
 }
 
 async fn scopes_and_replacement(cp: &ControlPlane) {

@@ -80,6 +80,18 @@ async fn agent_client_calls_and_every_refusal_class() {
     let client = AgentClient::for_gateway(&url, &w.key, &w.gateway_id).unwrap();
 
     // A call succeeds, stamped with a minted activity id the audit trail finds it by.
+    a_call_is_found_in_the_audit_trail_by_its_activity_id(&w, &client).await;
+
+    // Tools: listed (discovery may take a moment), a result, and the tool's own error.
+    tools_are_listed_called_and_refused_by_class(&w, &client).await;
+
+    // Models: not offered, not allowed, upstream down, bad key.
+    model_refusals_arrive_as_their_class(&client, &url).await;
+
+    act_as_and_quota(&w, &client).await;
+}
+
+async fn a_call_is_found_in_the_audit_trail_by_its_activity_id(w: &World, client: &AgentClient) {
     let done = client.chat_completions(&chat("gpt")).await.unwrap();
     assert!(done.body["choices"].is_array(), "{}", done.body);
     assert_eq!(
@@ -98,8 +110,9 @@ async fn agent_client_calls_and_every_refusal_class() {
     .await
     .unwrap();
     assert_eq!(event.correlation.activity_id, done.activity_id);
+}
 
-    // Tools: listed (discovery may take a moment), a result, and the tool's own error.
+async fn tools_are_listed_called_and_refused_by_class(w: &World, client: &AgentClient) {
     let mut names = Vec::new();
     for _ in 0..100 {
         client.forget_tools();
@@ -149,8 +162,9 @@ async fn agent_client_calls_and_every_refusal_class() {
         }
         other => panic!("{other:?}"),
     }
+}
 
-    // Models: not offered, not allowed, upstream down, bad key.
+async fn model_refusals_arrive_as_their_class(client: &AgentClient, url: &str) {
     assert!(matches!(
         kind(client.chat_completions(&chat("nope")).await).0,
         GatewayErrorKind::ModelNotFound { model } if model == "nope"
@@ -168,7 +182,7 @@ async fn agent_client_calls_and_every_refusal_class() {
         kind(client.chat_completions(&chat("down")).await).0,
         GatewayErrorKind::Unavailable
     );
-    let stranger = AgentClient::new(&url, "svc_not-a-real-key").unwrap();
+    let stranger = AgentClient::new(url, "svc_not-a-real-key").unwrap();
     assert!(matches!(
         kind(stranger.chat_completions(&chat("gpt")).await).0,
         GatewayErrorKind::AuthorizationDenied { .. }
@@ -177,8 +191,6 @@ async fn agent_client_calls_and_every_refusal_class() {
         kind(stranger.list_tools().await).0,
         GatewayErrorKind::AuthorizationDenied { .. }
     ));
-
-    act_as_and_quota(&w, &client).await;
 }
 
 async fn act_as_and_quota(w: &World, client: &AgentClient) {

@@ -12,8 +12,42 @@ async fn secrets_never_leak(cp: &ControlPlane) {
     let upstream = "sk-upstream-7c1f0b9e5d";
     let hmac = "hmac-secret-4a8e2c6b1f";
     let mut replies: Vec<Value> = Vec::new();
-    let mut record = |v: Value| replies.push(v);
 
+    model_connections_with_an_upstream_key(cp, upstream, &mut replies).await;
+    let (agent_token, rotated_token) = an_hmac_agent_and_its_keys(cp, hmac, &mut replies).await;
+    let (platform_token, deployment_token) =
+        a_platform_key_and_a_deployment(cp, &mut replies).await;
+
+    // Webhook signing secrets and a provider's secret URL: shown once, sealed at rest.
+    let slack_url = "https://hooks.slack.com/services/T0/B0/slack-secret-9d2e";
+    let (whsec, slack_whsec) =
+        a_subscription_and_a_slack_destination(cp, slack_url, &mut replies).await;
+    // OAuth client secrets, on a model and a tool: shown as `client_secret_set` only.
+    let client_secret = "oauth-client-secret-5e8a1c";
+    oauth_connections_with_a_client_secret(cp, client_secret, &mut replies).await;
+
+    let secrets = [
+        client_secret,
+        upstream,
+        hmac,
+        &whsec,
+        &slack_whsec,
+        slack_url,
+        &agent_token,
+        &rotated_token,
+        &platform_token,
+        &deployment_token,
+        &cp.key,
+    ];
+    no_secret_is_in_a_reply_the_logs_or_the_store(cp, &replies, &secrets).await;
+}
+
+async fn model_connections_with_an_upstream_key(
+    cp: &ControlPlane,
+    upstream: &str,
+    replies: &mut Vec<Value>,
+) {
+    let mut record = |v: Value| replies.push(v);
     let m = cp.ok(MGMT, "CreateLLMModelConnection", cp.body(json!({"name": "gpt", "provider": "openai", "provider_config": {"model": "gpt-4o"}, "secret_values": {"Authorization": format!("Bearer {upstream}")}}))).await;
     record(m.clone());
     let mid = m["connection_id"].as_str().unwrap().to_string();
@@ -34,7 +68,15 @@ async fn secrets_never_leak(cp: &ControlPlane) {
     record(bad.body.clone());
     let bad = cp.call(MGMT, "CreateLLMModelConnection", cp.body(json!({"name": "x", "provider": "openai", "auth_method": "none", "provider_config": {"model": "x"}, "secret_values": {"Authorization": upstream}}))).await;
     record(bad.body.clone());
+}
 
+/// Agent `bot` with an HMAC secret, a key and its rotation: the first and the rotated token.
+async fn an_hmac_agent_and_its_keys(
+    cp: &ControlPlane,
+    hmac: &str,
+    replies: &mut Vec<Value>,
+) -> (String, String) {
+    let mut record = |v: Value| replies.push(v);
     let agent = cp.ok(AGENTS, "RegisterAgent", cp.body(json!({"name": "bot", "actas_method": "hmac", "actas_hmac_secret": hmac, "allowed_gateway_ids": [cp.default_gateway_id]}))).await;
     record(agent.clone());
     let key = cp
@@ -67,7 +109,15 @@ async fn secrets_never_leak(cp: &ControlPlane) {
             .await
             .body,
     );
+    (agent_token, rotated_token)
+}
 
+/// An operator key and a deployment, read back and used: their tokens.
+async fn a_platform_key_and_a_deployment(
+    cp: &ControlPlane,
+    replies: &mut Vec<Value>,
+) -> (String, String) {
+    let mut record = |v: Value| replies.push(v);
     let pk = cp
         .ok(
             MGMT,
@@ -103,8 +153,15 @@ async fn secrets_never_leak(cp: &ControlPlane) {
         .call_as(&deployment_token, SYNC, "GetSnapshot", json!({}))
         .await;
     assert_eq!(snapshot.status, 200);
+    (platform_token, deployment_token)
+}
 
-    // Webhook signing secrets and a provider's secret URL: shown once, sealed at rest.
+/// A subscription and a Slack destination at `slack_url`: their signing secrets.
+async fn a_subscription_and_a_slack_destination(
+    cp: &ControlPlane,
+    slack_url: &str,
+    replies: &mut Vec<Value>,
+) -> (String, String) {
     let created = cp
         .ok(
             portcullis_tests::controlplane::EVENTING,
@@ -114,7 +171,6 @@ async fn secrets_never_leak(cp: &ControlPlane) {
         )
         .await;
     let whsec = created["signing_secret"].as_str().unwrap().to_string();
-    let slack_url = "https://hooks.slack.com/services/T0/B0/slack-secret-9d2e";
     let slack = cp
         .ok(
             portcullis_tests::controlplane::EVENTING,
@@ -134,8 +190,14 @@ async fn secrets_never_leak(cp: &ControlPlane) {
             .await,
         );
     }
-    // OAuth client secrets, on a model and a tool: shown as `client_secret_set` only.
-    let client_secret = "oauth-client-secret-5e8a1c";
+    (whsec, slack_whsec)
+}
+
+async fn oauth_connections_with_a_client_secret(
+    cp: &ControlPlane,
+    client_secret: &str,
+    replies: &mut Vec<Value>,
+) {
     let oauth = json!({"authorization_url": "https://idp.example.com/authorize",
         "token_url": "https://idp.example.com/token", "client_id": "portcullis",
         "client_secret": client_secret});
@@ -172,20 +234,13 @@ async fn secrets_never_leak(cp: &ControlPlane) {
         cp.ok(MGMT, "ListLLMModelConnections", cp.body(json!({})))
             .await,
     );
+}
 
-    let secrets = [
-        client_secret,
-        upstream,
-        hmac,
-        &whsec,
-        &slack_whsec,
-        slack_url,
-        &agent_token,
-        &rotated_token,
-        &platform_token,
-        &deployment_token,
-        &cp.key,
-    ];
+async fn no_secret_is_in_a_reply_the_logs_or_the_store(
+    cp: &ControlPlane,
+    replies: &[Value],
+    secrets: &[&str],
+) {
     let all_replies = serde_json::to_string(&replies).unwrap();
     // The admin key is printed only to a terminal (DESIGN §24), and this output is a pipe:
     // nothing the process wrote may carry a secret.

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use portcullis_tests::FakeLlm;
 
-use crate::world::{model, world, World};
+use crate::world::{agent_id, model, register_with_key, world, World};
 
 /// Runs a test on a world with its control plane on SQLite and on PostgreSQL (the record of
 /// spend lives in either).
@@ -41,14 +41,6 @@ on_both_backends!(
 /// The fake upstream reports 9 prompt and 12 completion tokens; at gpt-4o-mini's $0.15 and
 /// $0.60 per million that is 8.55, charged as 9 micro-USD.
 pub(crate) const CALL_MICROS: u64 = 9;
-
-async fn agent_id(w: &World) -> String {
-    w.cp.ok(AGENTS, "GetAgent", w.cp.body(json!({"agent_id": "bot"})))
-        .await["agent"]["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
 
 async fn quota(w: &World, fields: Value) -> String {
     w.cp.ok(MGMT, "CreateLLMQuota", w.cp.body(fields)).await["quota"]["quota_id"]
@@ -104,6 +96,35 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart(mut w:
     // The gateway enforces it from here on (a call answers once its counters are loaded).
     w.gw.caught_up(&w.cp).await;
     until(&w, |s, _| s == 200).await;
+    let sample = a_burst_of_racing_calls_stays_within_the_quota(&w, &q, limit).await;
+
+    // One by one, calls go through until the worst case no longer fits (past 80 % of it).
+    let (status, _) = until(&w, |s, _| s == 429).await;
+    assert_eq!(status, 429);
+    // The crossing of 80 % and the refusals are events (for webhooks to deliver).
+    the_crossing_and_the_refusals_are_events(&w, &q, limit, &sample).await;
+
+    // A restarted gateway seeds its counters from the record: still refused.
+    w.gw.restart_gracefully().await;
+    w.gw.wait_ready().await;
+    let (status, b) = until(&w, |s, _| s == 429).await;
+    assert_eq!(
+        (status, b["error"]["code"].as_str()),
+        (429, Some("quota_exceeded"))
+    );
+
+    // Raising the limit takes effect with the next snapshot.
+    w.cp.ok(
+        MGMT,
+        "UpdateLLMQuota",
+        w.cp.body(json!({"quota_id": q, "limit_micros": limit + 1000})),
+    )
+    .await;
+    until(&w, |s, _| s == 200).await;
+}
+
+/// 200 concurrent calls: how many were allowed and refused, and a refusal's body.
+async fn two_hundred_racing_calls(w: &World) -> (u64, u64, Value) {
     let client = reqwest::Client::new();
     let url = format!("{}/v1/chat/completions", w.gw.gateway_url(&w.gateway_id));
     let calls = (0..200).map(|_| {
@@ -137,6 +158,13 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart(mut w:
             other => panic!("unexpected {other}"),
         }
     }
+    (ok, refused, sample)
+}
+
+/// The burst is refused once the quota `q` of `limit` is used, and every allowed call is
+/// charged within it: a refusal's body.
+async fn a_burst_of_racing_calls_stays_within_the_quota(w: &World, q: &str, limit: u64) -> Value {
+    let (ok, refused, sample) = two_hundred_racing_calls(w).await;
     assert!(refused > 0, "the quota refused some calls");
     assert_eq!(sample["error"]["code"], "quota_exceeded", "{sample}");
     assert_eq!(sample["error"]["quota_id"], q);
@@ -148,7 +176,7 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart(mut w:
         "a monthly window resets at the month start: {sample}"
     );
     // Everything charged, counting the first calls that waited for enforcement.
-    let spent = recorded_at_least(&w, &q, ok * CALL_MICROS).await;
+    let spent = recorded_at_least(w, q, ok * CALL_MICROS).await;
     assert!(spent <= limit, "spent {spent} of {limit}: exceeded");
     assert!(
         spent >= ok * CALL_MICROS,
@@ -158,18 +186,17 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart(mut w:
     // prompt token plus 12 output tokens) only while a call runs, so the burst gets at least
     // (300 − 9) / 24 calls.
     assert!(ok >= 10, "only {ok} calls were allowed");
+    sample
+}
 
-    // One by one, calls go through until the worst case no longer fits (past 80 % of it).
-    let (status, _) = until(&w, |s, _| s == 429).await;
-    assert_eq!(status, 429);
-    // The crossing of 80 % and the refusals are events (for webhooks to deliver).
+async fn the_crossing_and_the_refusals_are_events(w: &World, q: &str, limit: u64, sample: &Value) {
     let client = AdminClient::new(&w.cp.url, &w.cp.key).unwrap();
     let filter = |t: &str| QueryEventsRequest {
         workspace_id: Some(w.cp.workspace_id.clone()),
         event_types: vec![t.to_string()],
         payload_filters: vec![PayloadFilter {
             field: "quota_id".into(),
-            values: vec![q.clone()],
+            values: vec![q.to_string()],
         }],
         ..Default::default()
     };
@@ -180,31 +207,13 @@ async fn racing_calls_never_exceed_a_quota_and_counters_survive_a_restart(mut w:
         .await
         .expect("the 80 % crossing is recorded");
     assert!(crossed.payload["spent_micros"].as_u64().unwrap() * 100 >= limit * 80);
-    assert!(recorded(&w, &q).await <= limit, "still within the limit");
+    assert!(recorded(w, q).await <= limit, "still within the limit");
     let refusal = client
         .wait_for_event(&filter("quota.exceeded"), WaitOptions::default())
         .await
         .unwrap();
     assert_eq!(refusal.result, "RESULT_DENIED");
     assert_eq!(refusal.payload["resets_at"], sample["error"]["resets_at"]);
-
-    // A restarted gateway seeds its counters from the record: still refused.
-    w.gw.restart_gracefully().await;
-    w.gw.wait_ready().await;
-    let (status, b) = until(&w, |s, _| s == 429).await;
-    assert_eq!(
-        (status, b["error"]["code"].as_str()),
-        (429, Some("quota_exceeded"))
-    );
-
-    // Raising the limit takes effect with the next snapshot.
-    w.cp.ok(
-        MGMT,
-        "UpdateLLMQuota",
-        w.cp.body(json!({"quota_id": q, "limit_micros": limit + 1000})),
-    )
-    .await;
-    until(&w, |s, _| s == 200).await;
 }
 
 async fn streamed_calls_are_charged_and_disabled_quotas_are_not_enforced(w: World) {
@@ -260,7 +269,7 @@ pub(crate) async fn recorded_at_least(w: &World, quota_id: &str, want: u64) -> u
 
 /// An agent quota of `limit` micro-USD a month on `bot`.
 pub(crate) async fn agent_quota(w: &World, limit: u64) -> String {
-    let agent = agent_id(w).await;
+    let agent = agent_id(&w.cp, "bot").await;
     quota(
         w,
         json!({"subject_type": "agent", "subject_id": agent, "limit_micros": limit}),
@@ -291,46 +300,10 @@ async fn slow_model(w: &World, fake: FakeLlm) -> portcullis_tests::fake_llm::Run
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_reroutes_past_a_used_up_member_and_unpriced_models_are_refused() {
     let w = world().await;
-    let cp = &w.cp;
-    let first = model(cp, "first", &w.fake.base_url()).await;
-    let second = model(cp, "second", &w.fake.base_url()).await;
-    let pool = cp
-        .ok(MGMT, "CreateLLMPool", cp.body(json!({"name": "team", "strategy": "priority",
-            "members": [{"connection_id": first, "priority": 0}, {"connection_id": second, "priority": 1}]})))
-        .await["pool"]["pool_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    cp.ok(
-        MGMT,
-        "AddGatewayPool",
-        cp.body(json!({"gateway_id": w.gateway_id, "pool_id": pool})),
-    )
-    .await;
-    cp.ok(AGENTS, "UpdateAgent", cp.body(json!({"agent_id": "bot", "allowed_pool_names": ["team"], "allowed_direct_model_names": ["gpt", "odd"]}))).await;
-    quota(
-        &w,
-        json!({"subject_type": "model", "subject_id": first, "limit_micros": 1}),
-    )
-    .await;
-    let mut served = String::new();
-    for _ in 0..200 {
-        let r = w
-            .chat_as(Some(&w.key), &w.gateway_id, body("team", false))
-            .await;
-        served = r
-            .headers
-            .get("x-portcullis-model")
-            .map(|v| v.to_str().unwrap().to_string())
-            .unwrap_or_default();
-        if r.status == 200 && served == "second" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert_eq!(served, "second", "the used-up member is passed over");
+    a_pool_passes_over_a_used_up_member(&w).await;
 
     // A model no price is known for, under a quota: refused, never charged zero.
+    let cp = &w.cp;
     let odd = cp
         .ok(
             MGMT,
@@ -375,6 +348,48 @@ async fn a_pool_reroutes_past_a_used_up_member_and_unpriced_models_are_refused()
     assert!(r.text.contains("provider_config.pricing"), "{}", r.text);
 }
 
+/// Pool `team` of `first` (with a quota of 1 µUSD) and `second`: calls end up on `second`.
+async fn a_pool_passes_over_a_used_up_member(w: &World) {
+    let cp = &w.cp;
+    let first = model(cp, "first", &w.fake.base_url()).await;
+    let second = model(cp, "second", &w.fake.base_url()).await;
+    let pool = cp
+        .ok(MGMT, "CreateLLMPool", cp.body(json!({"name": "team", "strategy": "priority",
+            "members": [{"connection_id": first, "priority": 0}, {"connection_id": second, "priority": 1}]})))
+        .await["pool"]["pool_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cp.ok(
+        MGMT,
+        "AddGatewayPool",
+        cp.body(json!({"gateway_id": w.gateway_id, "pool_id": pool})),
+    )
+    .await;
+    cp.ok(AGENTS, "UpdateAgent", cp.body(json!({"agent_id": "bot", "allowed_pool_names": ["team"], "allowed_direct_model_names": ["gpt", "odd"]}))).await;
+    quota(
+        w,
+        json!({"subject_type": "model", "subject_id": first, "limit_micros": 1}),
+    )
+    .await;
+    let mut served = String::new();
+    for _ in 0..200 {
+        let r = w
+            .chat_as(Some(&w.key), &w.gateway_id, body("team", false))
+            .await;
+        served = r
+            .headers
+            .get("x-portcullis-model")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        if r.status == 200 && served == "second" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(served, "second", "the used-up member is passed over");
+}
+
 async fn abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend(w: World) {
     let cp = &w.cp;
     let _slow = slow_model(
@@ -384,22 +399,10 @@ async fn abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend(w:
     .await;
     let q = agent_quota(&w, 1_000_000).await;
     w.gw.caught_up(cp).await;
-    let settled = |want: u64| {
-        let (w, q) = (&w, &q);
-        async move {
-            let spent = recorded_at_least(w, q, want).await;
-            assert!(
-                spent >= want,
-                "recorded {spent}, expected at least {want}:\n{}",
-                w.gw.logs()
-            );
-            spent
-        }
-    };
     for _ in 0..3 {
         assert_eq!(w.chat("gpt").await.status, 200);
     }
-    assert_eq!(settled(3 * CALL_MICROS).await, 3 * CALL_MICROS);
+    assert_eq!(settled(&w, &q, 3 * CALL_MICROS).await, 3 * CALL_MICROS);
 
     // The caller gives up before the upstream answers: the upstream still did the work, and
     // the call is charged its metered usage.
@@ -415,7 +418,7 @@ async fn abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend(w:
         .send()
         .await;
     assert!(gave_up.is_err(), "the caller timed out");
-    assert_eq!(settled(4 * CALL_MICROS).await, 4 * CALL_MICROS);
+    assert_eq!(settled(&w, &q, 4 * CALL_MICROS).await, 4 * CALL_MICROS);
 
     // A streamed call the caller leaves after the first event: charged too (its usage, or
     // its worst case when the usage event never came).
@@ -429,10 +432,26 @@ async fn abandoned_calls_are_charged_and_a_window_change_keeps_the_days_spend(w:
     assert_eq!(stream.status(), 200);
     assert!(stream.chunk().await.unwrap().is_some());
     drop(stream);
-    let spent = settled(5 * CALL_MICROS).await;
+    let spent = settled(&w, &q, 5 * CALL_MICROS).await;
 
     // The admin turns the monthly quota into a daily one of exactly what was spent today: the
     // day's spend counts in the new window, so the next call is refused.
+    a_daily_window_counts_todays_spend(&w, &q, spent).await;
+}
+
+/// What the record holds for quota `q` once it holds at least `want`.
+async fn settled(w: &World, q: &str, want: u64) -> u64 {
+    let spent = recorded_at_least(w, q, want).await;
+    assert!(
+        spent >= want,
+        "recorded {spent}, expected at least {want}:\n{}",
+        w.gw.logs()
+    );
+    spent
+}
+
+async fn a_daily_window_counts_todays_spend(w: &World, q: &str, spent: u64) {
+    let cp = &w.cp;
     cp.ok(
         MGMT,
         "UpdateLLMQuota",
@@ -531,8 +550,39 @@ async fn a_call_cut_off_by_a_stopping_gateway_is_still_charged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn act_as_and_per_caller_quotas_follow_the_verified_end_user() {
     let w = world().await;
-    let cp = &w.cp;
     let secret = "0123456789abcdef-act-as";
+    let (person, per_caller) = an_act_as_quota_on_u1_and_a_per_caller_one_on_gpt(&w, secret).await;
+    let caller = HmacCaller {
+        w: &w,
+        url: format!("{}/v1/chat/completions", w.gw.gateway_url(&w.gateway_id)),
+        secret,
+    };
+
+    // u1 runs out of its own (act-as) quota first.
+    let (n, refusal) = caller.until_refused(Some("u1")).await;
+    assert!(n >= 1, "u1 had room for a call");
+    assert_eq!(refusal["error"]["quota_id"], person, "{refusal}");
+    // u2 is not u1: the act-as quota does not apply, and its per-caller model budget is its own.
+    let (m, refusal) = caller.until_refused(Some("u2")).await;
+    assert!(
+        m > n,
+        "u2 got its own, larger budget ({m} calls against u1's {n})"
+    );
+    assert_eq!(refusal["error"]["quota_id"], per_caller, "{refusal}");
+    // Another agent, calling for nobody, has a per-caller budget of its own too.
+    let other = another_agent_calls_for_nobody(&w).await;
+
+    // The record keeps the per-caller budgets apart.
+    the_record_keeps_per_caller_budgets_apart(&w, &per_caller, &other, n, m).await;
+}
+
+/// `bot` acts for `u1` and `u2` (HMAC with `secret`); an act-as quota on `u1` and a
+/// per-caller one on `gpt`: their ids.
+async fn an_act_as_quota_on_u1_and_a_per_caller_one_on_gpt(
+    w: &World,
+    secret: &str,
+) -> (String, String) {
+    let cp = &w.cp;
     cp.ok(
         AGENTS,
         "UpdateAgent",
@@ -549,86 +599,77 @@ async fn act_as_and_per_caller_quotas_follow_the_verified_end_user() {
         .unwrap()
         .to_string();
     let person = quota(
-        &w,
+        w,
         json!({"subject_type": "act-as", "subject_key": "u1", "limit_micros": 40}),
     )
     .await;
     let per_caller = quota(
-        &w,
+        w,
         json!({"subject_type": "model", "subject_id": model_id, "per_caller": true, "limit_micros": 60}),
     )
     .await;
     w.gw.caught_up(cp).await;
-    let url = format!("{}/v1/chat/completions", w.gw.gateway_url(&w.gateway_id));
-    let call = |sub: Option<&str>| {
+    (person, per_caller)
+}
+
+/// `bot` calling `gpt`, for a person (an HMAC act-as header signed with `secret`) or none.
+struct HmacCaller<'a> {
+    w: &'a World,
+    url: String,
+    secret: &'a str,
+}
+
+impl HmacCaller<'_> {
+    async fn call(&self, sub: Option<&str>) -> (u16, Value) {
         let mut request = reqwest::Client::new()
-            .post(&url)
-            .bearer_auth(&w.key)
+            .post(&self.url)
+            .bearer_auth(&self.w.key)
             .json(&body("gpt", false));
         if let Some(sub) = sub {
             request = request.header(
                 "x-svc-act-as",
-                portcullis_tests::act_as::hmac_header(sub, secret),
+                portcullis_tests::act_as::hmac_header(sub, self.secret),
             );
         }
-        async move {
-            let r = request.send().await.unwrap();
-            let status = r.status().as_u16();
-            (status, r.json::<Value>().await.unwrap())
-        }
-    };
-    // Calls until one is refused; returns how many went through and the refusal.
-    let until_refused = |sub: Option<&'static str>| {
-        let call = &call;
-        async move {
-            for n in 0..20 {
-                let (status, b) = call(sub).await;
-                match status {
-                    200 => continue,
-                    429 => return (n, b),
-                    other => panic!("{sub:?}: unexpected {other}: {b}"),
-                }
-            }
-            panic!("{sub:?} was never refused");
-        }
-    };
+        let r = request.send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<Value>().await.unwrap())
+    }
 
-    // u1 runs out of its own (act-as) quota first.
-    let (n, refusal) = until_refused(Some("u1")).await;
-    assert!(n >= 1, "u1 had room for a call");
-    assert_eq!(refusal["error"]["quota_id"], person, "{refusal}");
-    // u2 is not u1: the act-as quota does not apply, and its per-caller model budget is its own.
-    let (m, refusal) = until_refused(Some("u2")).await;
-    assert!(
-        m > n,
-        "u2 got its own, larger budget ({m} calls against u1's {n})"
-    );
-    assert_eq!(refusal["error"]["quota_id"], per_caller, "{refusal}");
-    // Another agent, calling for nobody, has a per-caller budget of its own too.
-    cp.ok(AGENTS, "RegisterAgent", cp.body(json!({"name": "other", "allowed_gateway_ids": [w.gateway_id], "allowed_direct_model_names": ["gpt"]}))).await;
-    let other_key = cp
-        .ok(
-            AGENTS,
-            "CreateAgentKey",
-            cp.body(json!({"agent_id": "other", "name": "k"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    /// Calls until one is refused; returns how many went through and the refusal.
+    async fn until_refused(&self, sub: Option<&'static str>) -> (usize, Value) {
+        for n in 0..20 {
+            let (status, b) = self.call(sub).await;
+            match status {
+                200 => continue,
+                429 => return (n, b),
+                other => panic!("{sub:?}: unexpected {other}: {b}"),
+            }
+        }
+        panic!("{sub:?} was never refused");
+    }
+}
+
+/// Agent `other` makes one call for nobody: its id.
+async fn another_agent_calls_for_nobody(w: &World) -> String {
+    let cp = &w.cp;
+    let other_key = register_with_key(cp, json!({"name": "other", "allowed_gateway_ids": [w.gateway_id], "allowed_direct_model_names": ["gpt"]})).await;
     w.gw.caught_up(cp).await;
     let r = w
         .chat_as(Some(&other_key), &w.gateway_id, body("gpt", false))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let other = cp
-        .ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": "other"})))
-        .await["agent"]["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    agent_id(cp, "other").await
+}
 
-    // The record keeps the per-caller budgets apart.
+async fn the_record_keeps_per_caller_budgets_apart(
+    w: &World,
+    per_caller: &str,
+    other: &str,
+    n: usize,
+    m: usize,
+) {
+    let cp = &w.cp;
     let expected = (n + m + 1) as u64 * CALL_MICROS;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
@@ -644,7 +685,7 @@ async fn act_as_and_per_caller_quotas_follow_the_verified_end_user() {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|c| c["quota_id"] == per_caller.as_str())
+            .filter(|c| c["quota_id"] == per_caller)
             .map(|c| {
                 (
                     c["caller"].as_str().unwrap_or_default().to_string(),

@@ -5,6 +5,8 @@ use portcullis_tests::controlplane::{MGMT, RULES, SYNC};
 use portcullis_tests::{on_both_backends, Backend, ControlPlane};
 use serde_json::{json, Value};
 
+use crate::world::platform_key;
+
 pub async fn create_tool(cp: &ControlPlane, fields: Value) -> Value {
     cp.ok(MGMT, "CreateMCPServerConnection", cp.body(fields))
         .await["tool"]
@@ -49,6 +51,13 @@ on_both_backends!(
 );
 
 async fn create_validates_protocols_headers_and_auth(cp: &ControlPlane) {
+    creates_keep_headers_and_default_auth(cp).await;
+    refuses_invalid_creates_and_stores_nothing(cp).await;
+    a_strict_control_plane_refuses_stdio(cp).await;
+    let _ = Backend::Sqlite;
+}
+
+async fn creates_keep_headers_and_default_auth(cp: &ControlPlane) {
     let t = create_tool(
         cp,
         json!({"name": "everything", "protocol": "streamable-http",
@@ -83,6 +92,9 @@ async fn create_validates_protocols_headers_and_auth(cp: &ControlPlane) {
             (Some(m), Some(c))
         );
     }
+}
+
+async fn refuses_invalid_creates_and_stores_nothing(cp: &ControlPlane) {
     let cases = [
         (json!({"name": "r", "protocol": "rest"}), "catalog"),
         (json!({"name": "x", "protocol": "grpc"}), "unknown"),
@@ -148,7 +160,9 @@ async fn create_validates_protocols_headers_and_auth(cp: &ControlPlane) {
         4,
         "refused creates store nothing"
     );
+}
 
+async fn a_strict_control_plane_refuses_stdio(cp: &ControlPlane) {
     let strict =
         ControlPlane::start_with(cp.backend, &[("PORTCULLIS_ALLOW_STDIO_TOOLS", "false")]).await;
     strict
@@ -162,10 +176,17 @@ async fn create_validates_protocols_headers_and_auth(cp: &ControlPlane) {
         .await
         .expect_error("failed_precondition", 400)
         .mentions("does not allow stdio");
-    let _ = Backend::Sqlite;
 }
 
 async fn update_follows_the_spec_rules(cp: &ControlPlane) {
+    let id = updates_overwrite_config_and_keep_auth(cp).await;
+    credentials_never_follow_to_another_origin(cp, &id).await;
+    omissions_and_auth_switches_clear_what_they_replace(cp, &id).await;
+    refuses_invalid_updates(cp, &id).await;
+}
+
+/// Creates `t` and updates it keeping its auth: its id.
+async fn updates_overwrite_config_and_keep_auth(cp: &ControlPlane) -> String {
     let t = create_tool(cp, json!({"name": "t", "protocol": "streamable-http",
         "protocol_config": {"url": "http://127.0.0.1:1/mcp", "headers": [{"name": "X-A", "source": "literal", "value": "1"}, {"name": "X-K", "source": "secret", "value": "k"}]},
         "secret_values": {"k": "secret-value-1"}, "field_classifications": {"ssn": "pii"}, "write_tools": ["delete_all"]})).await;
@@ -188,6 +209,10 @@ async fn update_follows_the_spec_rules(cp: &ControlPlane) {
         u["has_credential"], true,
         "the credential stays while auth and origin do not change"
     );
+    id
+}
+
+async fn credentials_never_follow_to_another_origin(cp: &ControlPlane, id: &str) {
     // Credentials given for one server never follow the connection to another (L4).
     cp.call(
         MGMT,
@@ -208,6 +233,9 @@ async fn update_follows_the_spec_rules(cp: &ControlPlane) {
     let back = cp.ok(MGMT, "UpdateMCPServerConnection", cp.body(json!({"connection_id": id,
         "protocol_config": {"url": "http://127.0.0.1:1/mcp"}, "secret_values": {"k": "secret-value-1"}}))).await["tool"].clone();
     assert_eq!(back["has_credential"], true);
+}
+
+async fn omissions_and_auth_switches_clear_what_they_replace(cp: &ControlPlane, id: &str) {
     let u = cp
         .ok(
             MGMT,
@@ -228,7 +256,7 @@ async fn update_follows_the_spec_rules(cp: &ControlPlane) {
         "switching auth clears the credential"
     );
     assert!(cp
-        .db_strings("SELECT owner_id FROM credentials WHERE owner_id = $1", &id)
+        .db_strings("SELECT owner_id FROM credentials WHERE owner_id = $1", id)
         .await
         .is_empty());
     let u = cp.ok(MGMT, "UpdateMCPServerConnection", cp.body(json!({"connection_id": id, "auth_method": "oauth", "protocol_config": {"url": "http://127.0.0.1:2/mcp"},
@@ -240,6 +268,9 @@ async fn update_follows_the_spec_rules(cp: &ControlPlane) {
         u["auth_config"]["client_id"], "c",
         "an empty auth_config keeps the stored one"
     );
+}
+
+async fn refuses_invalid_updates(cp: &ControlPlane, id: &str) {
     cp.call(MGMT, "UpdateMCPServerConnection", cp.body(json!({"connection_id": id, "protocol_config": {"url": "http://x", "headers": [{"name": "A", "source": "actas"}]}})))
         .await
         .expect_error("invalid_argument", 400)
@@ -347,9 +378,21 @@ async fn sync_and_oauth_preconditions(cp: &ControlPlane) {
 async fn rest_variant(cp: &ControlPlane) {
     let http_client = reqwest::Client::new();
     let auth = format!("Bearer {}", cp.key);
+    let id = rest_creates_and_gets(cp, &http_client, &auth).await;
+    rest_patches_and_lists(cp, &http_client, &auth, &id).await;
+    rest_refuses_sync_a_missing_workspace_and_no_key(cp, &http_client, &auth, &id).await;
+    rest_deletes(cp, &http_client, &auth, &id).await;
+}
+
+/// Creates `rest-made` over REST and reads it back: its id.
+async fn rest_creates_and_gets(
+    cp: &ControlPlane,
+    http_client: &reqwest::Client,
+    auth: &str,
+) -> String {
     let created: Value = http_client
         .post(format!("{}/v1/tools", cp.url))
-        .header("authorization", &auth)
+        .header("authorization", auth)
         .json(&cp.body(http("rest-made")))
         .send()
         .await
@@ -366,7 +409,7 @@ async fn rest_variant(cp: &ControlPlane) {
             "{}/v1/tools/{id}?workspace_id={}",
             cp.url, cp.workspace_id
         ))
-        .header("authorization", &auth)
+        .header("authorization", auth)
         .send()
         .await
         .unwrap()
@@ -374,9 +417,18 @@ async fn rest_variant(cp: &ControlPlane) {
         .await
         .unwrap();
     assert_eq!(got["tool"]["name"], "rest-made");
+    id
+}
+
+async fn rest_patches_and_lists(
+    cp: &ControlPlane,
+    http_client: &reqwest::Client,
+    auth: &str,
+    id: &str,
+) {
     let patched = http_client
         .patch(format!("{}/v1/tools/{id}", cp.url))
-        .header("authorization", &auth)
+        .header("authorization", auth)
         .json(&cp.body(json!({"protocol": "streamable-http", "protocol_config": {"url": "http://127.0.0.1:5/mcp"}, "write_tools": ["w"]})))
         .send()
         .await
@@ -391,7 +443,7 @@ async fn rest_variant(cp: &ControlPlane) {
             "{}/v1/tools?workspace_id={}",
             cp.url, cp.workspace_id
         ))
-        .header("authorization", &auth)
+        .header("authorization", auth)
         .send()
         .await
         .unwrap()
@@ -399,9 +451,17 @@ async fn rest_variant(cp: &ControlPlane) {
         .await
         .unwrap();
     assert_eq!(listed["tools"].as_array().unwrap().len(), 1);
+}
+
+async fn rest_refuses_sync_a_missing_workspace_and_no_key(
+    cp: &ControlPlane,
+    http_client: &reqwest::Client,
+    auth: &str,
+    id: &str,
+) {
     let sync = http_client
         .post(format!("{}/v1/tools/{id}/catalog/sync", cp.url))
-        .header("authorization", &auth)
+        .header("authorization", auth)
         .json(&cp.body(json!({})))
         .send()
         .await
@@ -413,7 +473,7 @@ async fn rest_variant(cp: &ControlPlane) {
     );
     let missing = http_client
         .get(format!("{}/v1/tools/{id}", cp.url))
-        .header("authorization", &auth)
+        .header("authorization", auth)
         .send()
         .await
         .unwrap();
@@ -427,12 +487,15 @@ async fn rest_variant(cp: &ControlPlane) {
         .await
         .unwrap();
     assert_eq!(unauth.status().as_u16(), 401);
+}
+
+async fn rest_deletes(cp: &ControlPlane, http_client: &reqwest::Client, auth: &str, id: &str) {
     let deleted = http_client
         .delete(format!(
             "{}/v1/tools/{id}?workspace_id={}",
             cp.url, cp.workspace_id
         ))
-        .header("authorization", &auth)
+        .header("authorization", auth)
         .send()
         .await
         .unwrap();
@@ -450,13 +513,24 @@ async fn catalog_statuses_and_managed_forbids(cp: &ControlPlane) {
     let t = create_tool(cp, http("everything")).await;
     let id = tid(&t);
     let token = deployment_token(cp).await;
+    an_operation_blocked_in_advance_stays_hidden(cp, &id, &token).await;
+
+    // Seeing an operation again keeps its status.
+    seeing_an_operation_again_keeps_its_status(cp, &id, &token).await;
+
+    restoring_every_operation_drops_the_managed_forbid(cp, &id).await;
+
+    viewers_cannot_block_and_keys_cannot_report(cp, &id).await;
+}
+
+async fn an_operation_blocked_in_advance_stays_hidden(cp: &ControlPlane, id: &str, token: &str) {
     cp.ok(
         MGMT,
         "BlockTool",
         cp.body(json!({"connection_id": id, "tool": "echo", "message": "leaks data"})),
     )
     .await;
-    let added = report(cp, &token, &id, &["echo", "add", "longRunning"]).await;
+    let added = report(cp, token, id, &["echo", "add", "longRunning"]).await;
     assert_eq!(
         added["added"], 2,
         "echo was already in the catalog (blocked in advance)"
@@ -505,15 +579,16 @@ async fn catalog_statuses_and_managed_forbids(cp: &ControlPlane) {
         (Some("blocked"), Some("leaks data"), Some(true))
     );
     assert_eq!(echo["input_schema"], json!({"type": "object"}));
+}
 
-    // Seeing an operation again keeps its status.
+async fn seeing_an_operation_again_keeps_its_status(cp: &ControlPlane, id: &str, token: &str) {
     cp.ok(
         MGMT,
         "DeprecateTool",
         cp.body(json!({"connection_id": id, "tool": "add", "message": "use sum"})),
     )
     .await;
-    report(cp, &token, &id, &["echo", "add", "longRunning"]).await;
+    report(cp, token, id, &["echo", "add", "longRunning"]).await;
     let all = cp
         .ok(
             MGMT,
@@ -540,7 +615,9 @@ async fn catalog_statuses_and_managed_forbids(cp: &ControlPlane) {
             ("longRunning".into(), "active".into())
         ]
     );
+}
 
+async fn restoring_every_operation_drops_the_managed_forbid(cp: &ControlPlane, id: &str) {
     let managed = |v: Value| {
         v["bundles"]
             .as_array()
@@ -595,17 +672,10 @@ async fn catalog_statuses_and_managed_forbids(cp: &ControlPlane) {
         .unwrap()
         .iter()
         .all(|t| t["status"] == "active"));
+}
 
-    let viewer = cp
-        .ok(
-            MGMT,
-            "CreatePlatformKey",
-            cp.body(json!({"name": "v", "role": "viewer"})),
-        )
-        .await["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+async fn viewers_cannot_block_and_keys_cannot_report(cp: &ControlPlane, id: &str) {
+    let viewer = platform_key(cp, "v", "viewer").await;
     cp.call_as(
         &viewer,
         MGMT,
@@ -628,6 +698,18 @@ async fn gateway_tool_memberships_reach_the_snapshot(cp: &ControlPlane) {
     let t = create_tool(cp, json!({"name": "everything", "protocol": "streamable-http", "protocol_config": {"url": "http://127.0.0.1:1/mcp"}, "secret_values": {"Authorization": "Bearer tk-1234567"}})).await;
     let id = tid(&t);
     let gw = cp.default_gateway_id.clone();
+    let token = discovered_tools_and_sources_join_a_gateway_once(cp, &gw, &id).await;
+    the_snapshot_carries_sources_tools_and_the_catalog(cp, &token, &id).await;
+    members_are_removed_one_tool_or_the_whole_source(cp, &gw, &id).await;
+}
+
+/// Adds operation `echo` and the whole source `id` to gateway `gw`: the deployment token that
+/// reported the operations.
+async fn discovered_tools_and_sources_join_a_gateway_once(
+    cp: &ControlPlane,
+    gw: &str,
+    id: &str,
+) -> String {
     cp.call(
         MGMT,
         "AddGatewayTool",
@@ -637,7 +719,7 @@ async fn gateway_tool_memberships_reach_the_snapshot(cp: &ControlPlane) {
     .expect_error("not_found", 404)
     .mentions("no discovered operation");
     let token = deployment_token(cp).await;
-    report(cp, &token, &id, &["echo", "add"]).await;
+    report(cp, &token, id, &["echo", "add"]).await;
     cp.ok(
         MGMT,
         "AddGatewayTool",
@@ -665,16 +747,21 @@ async fn gateway_tool_memberships_reach_the_snapshot(cp: &ControlPlane) {
             {"kind": "tool_source", "connection_id": id, "name": "everything"},
         ])
     );
+    token
+}
+
+async fn the_snapshot_carries_sources_tools_and_the_catalog(
+    cp: &ControlPlane,
+    token: &str,
+    id: &str,
+) {
     cp.ok(
         MGMT,
         "BlockTool",
         cp.body(json!({"connection_id": id, "tool": "add"})),
     )
     .await;
-    let snap = cp
-        .call_as(&token, SYNC, "GetSnapshot", json!({}))
-        .await
-        .body;
+    let snap = cp.call_as(token, SYNC, "GetSnapshot", json!({})).await.body;
     let s = &snap["snapshot"];
     assert_eq!(s["gateways"][0]["tool_sources"], json!([id]));
     assert_eq!(
@@ -692,6 +779,9 @@ async fn gateway_tool_memberships_reach_the_snapshot(cp: &ControlPlane) {
             {"name": "echo", "status": "active", "message": null},
         ])
     );
+}
+
+async fn members_are_removed_one_tool_or_the_whole_source(cp: &ControlPlane, gw: &str, id: &str) {
     let g = cp
         .ok(
             MGMT,

@@ -87,6 +87,44 @@ async fn gateway_events_arrive_signed_retried_rotated_and_replayed() {
     .await;
     m.allow(&["local/echo"]).await;
     let receiver = Receiver::start().await;
+    let secret = a_filtered_subscription_and_a_sibling_that_matches_no_one(&m, &receiver).await;
+
+    // The call's delivery fails twice, then is acknowledged: one webhook-id throughout.
+    let (event_id, webhook_id) = a_failing_delivery_keeps_its_webhook_id(&m, &receiver).await;
+    // A denied call is an access.denied event.
+    m.sdk(&["local/get-sum", r#"{"a": 1, "b": 2}"#]).await;
+    let seen = receiver
+        .wait_for("the denial", |s| s.json()["type"] == "access.denied")
+        .await;
+    let denied = seen
+        .iter()
+        .find(|s| s.json()["type"] == "access.denied")
+        .unwrap();
+    assert_eq!(denied.json()["data"]["tool_name"], "local/get-sum");
+    assert_eq!(denied.json()["data"]["result"], "denied");
+
+    // Every delivery verifies with the library; the filter kept "nobody" empty.
+    let first =
+        every_delivery_verifies_and_the_filter_holds(&m, &receiver, &secret, &event_id).await;
+
+    // Rotation: for the grace period both secrets verify, the current one's signature first.
+    a_replay_after_rotation_is_signed_with_both_secrets(
+        &m,
+        &receiver,
+        &secret,
+        &event_id,
+        &first,
+        &webhook_id,
+    )
+    .await;
+}
+
+/// Subscription `siem` (tool calls and denials by agents named like `b?t`) and `nobody` on
+/// its destination: `siem`'s signing secret.
+async fn a_filtered_subscription_and_a_sibling_that_matches_no_one(
+    m: &Mcp,
+    receiver: &Receiver,
+) -> String {
     let created = subscribe(
         &m.cp,
         json!({"name": "siem", "event_types": ["mcp.tool_call.completed", "access.denied"],
@@ -108,8 +146,11 @@ async fn gateway_events_arrive_signed_retried_rotated_and_replayed() {
         m.cp.ok(EVENTING, "ListDestinations", m.cp.body(json!({})))
             .await;
     assert!(!listed.to_string().contains(&secret), "never listed again");
+    secret
+}
 
-    // The call's delivery fails twice, then is acknowledged: one webhook-id throughout.
+/// A tool call whose delivery the receiver fails twice: the event's id and the webhook-id.
+async fn a_failing_delivery_keeps_its_webhook_id(m: &Mcp, receiver: &Receiver) -> (String, String) {
     receiver.plan(&[Answer::Status(500), Answer::RetryAfter(503, 1)]);
     let out = m.sdk(&["local/echo", r#"{"message": "hi"}"#]).await;
     assert_eq!(out["calls"][0]["content"][0]["text"], "Echo: hi");
@@ -134,20 +175,17 @@ async fn gateway_events_arrive_signed_retried_rotated_and_replayed() {
     assert_eq!(body["data"]["tool_name"], "local/echo");
     assert_eq!(body["data"]["connection_name"], "local");
     assert_eq!(body["data"]["event_id"], event_id.as_str());
-    // A denied call is an access.denied event.
-    m.sdk(&["local/get-sum", r#"{"a": 1, "b": 2}"#]).await;
-    let seen = receiver
-        .wait_for("the denial", |s| s.json()["type"] == "access.denied")
-        .await;
-    let denied = seen
-        .iter()
-        .find(|s| s.json()["type"] == "access.denied")
-        .unwrap();
-    assert_eq!(denied.json()["data"]["tool_name"], "local/get-sum");
-    assert_eq!(denied.json()["data"]["result"], "denied");
+    (event_id, ids[0].to_string())
+}
 
-    // Every delivery verifies with the library; the filter kept "nobody" empty.
-    let checked = verify(&[&secret], &receiver.seen()).await;
+/// The tool call's delivery, after its three attempts.
+async fn every_delivery_verifies_and_the_filter_holds(
+    m: &Mcp,
+    receiver: &Receiver,
+    secret: &str,
+    event_id: &str,
+) -> Value {
+    let checked = verify(&[secret], &receiver.seen()).await;
     assert!(
         checked.iter().all(|c| c["verified"][0] == true),
         "{checked:#?}"
@@ -155,17 +193,23 @@ async fn gateway_events_arrive_signed_retried_rotated_and_replayed() {
     let nobody = deliveries(&m.cp, json!({"subscription_id": "nobody"})).await;
     assert!(nobody.is_empty(), "{nobody:#?}");
     let list = deliveries(&m.cp, json!({"event_type": "mcp.tool_call.completed"})).await;
-    let first = list
-        .iter()
-        .find(|d| d["event_id"] == event_id.as_str())
-        .unwrap();
+    let first = list.iter().find(|d| d["event_id"] == event_id).unwrap();
     let detail = settled(&m.cp, text(&first["delivery_id"]), "succeeded").await;
     assert_eq!(detail["delivery"]["attempts"], 3);
     assert_eq!(detail["attempts"][0]["status_code"], 500);
     assert_eq!(detail["attempts"][2]["status_code"], 200);
-    assert_eq!(detail["body"]["data"]["event_id"], event_id.as_str());
+    assert_eq!(detail["body"]["data"]["event_id"], event_id);
+    first.clone()
+}
 
-    // Rotation: for the grace period both secrets verify, the current one's signature first.
+async fn a_replay_after_rotation_is_signed_with_both_secrets(
+    m: &Mcp,
+    receiver: &Receiver,
+    secret: &str,
+    event_id: &str,
+    first: &Value,
+    webhook_id: &str,
+) {
     let rotated =
         m.cp.ok(
             EVENTING,
@@ -194,10 +238,10 @@ async fn gateway_events_arrive_signed_retried_rotated_and_replayed() {
     let replayed = &again[3];
     assert_ne!(
         replayed.header("webhook-id"),
-        ids[0],
+        webhook_id,
         "a replay has a new webhook-id"
     );
-    let checked = verify(&[&new_secret, &secret], std::slice::from_ref(replayed)).await;
+    let checked = verify(&[&new_secret, secret], std::slice::from_ref(replayed)).await;
     assert_eq!(checked[0]["verified"], json!([true, true]));
     let only_new = verify(&[&new_secret], std::slice::from_ref(replayed)).await;
     let signatures = only_new[0]["signatures"].as_array().unwrap();
@@ -208,7 +252,7 @@ async fn gateway_events_arrive_signed_retried_rotated_and_replayed() {
         .headers
         .insert("webhook-signature".into(), text(&signatures[0]).into());
     assert_eq!(
-        verify(&[&new_secret, &secret], &[first_only]).await[0]["verified"],
+        verify(&[&new_secret, secret], &[first_only]).await[0]["verified"],
         json!([true, false])
     );
 }
@@ -234,16 +278,25 @@ async fn failures_end_in_dlq_and_bulk_replay_recovers_them_once() {
         assert_eq!(d["delivery"]["attempts"], 3);
         assert_eq!(d["attempts"][2]["status_code"], 503);
     }
+    a_delivery_told_to_wait_an_hour_is_canceled_once(&cp, &receiver, &since).await;
+    bulk_replay_recovers_the_dead_letters_once(&cp, &receiver, &since).await;
+}
+
+async fn a_delivery_told_to_wait_an_hour_is_canceled_once(
+    cp: &ControlPlane,
+    receiver: &Receiver,
+    since: &str,
+) {
     receiver.set_down(false);
     receiver.plan(&[Answer::RetryAfter(429, 3600)]);
-    let waiting = test_event(&cp, "ops").await;
+    let waiting = test_event(cp, "ops").await;
     for _ in 0..200 {
-        if delivery(&cp, &waiting).await["delivery"]["attempts"] == 1 {
+        if delivery(cp, &waiting).await["delivery"]["attempts"] == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let d = delivery(&cp, &waiting).await;
+    let d = delivery(cp, &waiting).await;
     assert_eq!(d["delivery"]["status"], "pending");
     let next: chrono::DateTime<chrono::Utc> =
         text(&d["delivery"]["next_attempt_at"]).parse().unwrap();
@@ -274,7 +327,13 @@ async fn failures_end_in_dlq_and_bulk_replay_recovers_them_once() {
     .await
     .expect_error("invalid_argument", 400)
     .mentions("canceled");
+}
 
+async fn bulk_replay_recovers_the_dead_letters_once(
+    cp: &ControlPlane,
+    receiver: &Receiver,
+    since: &str,
+) {
     let run = || async {
         cp.ok(
             EVENTING,
@@ -290,7 +349,7 @@ async fn failures_end_in_dlq_and_bulk_replay_recovers_them_once() {
     );
     assert_eq!(first["skipped_body_expired"], 0);
     for id in first["replay_delivery_ids"].as_array().unwrap() {
-        settled(&cp, text(id), "succeeded").await;
+        settled(cp, text(id), "succeeded").await;
     }
     let second = run().await;
     assert_eq!(second["matched"], 0, "a re-run matches nothing: {second}");
@@ -557,15 +616,49 @@ async fn control_plane_events_reach_https_and_slack_destinations() {
     let cp = ControlPlane::start_with(Backend::Sqlite, ENV).await;
     let receiver = Receiver::start().await;
     let slack = Receiver::start().await;
+    let secret =
+        an_https_and_a_slack_subscription_hiding_their_secrets(&cp, &receiver, &slack).await;
+    // Agents cannot call the webhooks API.
+    let agent_key = crate::world::register_with_key(&cp, json!({"name": "bot"})).await;
+    cp.call_as(
+        &agent_key,
+        EVENTING,
+        "ListSubscriptions",
+        cp.body(json!({})),
+    )
+    .await
+    .expect_error("unauthenticated", 401);
+
+    a_cascading_suspension_and_a_deployment(&cp).await;
+    suspensions_and_the_deployment_arrive_signed(&receiver, &secret).await;
+    let posts = slack
+        .wait_for("two Slack posts", |_| slack.seen().len() >= 2)
+        .await;
+    let texts: Vec<String> = posts.iter().map(|p| p.json()["text"].to_string()).collect();
+    assert!(
+        texts
+            .iter()
+            .all(|t| t.starts_with("\"Portcullis: agent.suspended")),
+        "{texts:?}"
+    );
+}
+
+/// Subscription `changes` to `receiver` and `chat` to the `slack` stand-in, whose URL is never
+/// shown: `changes`'s signing secret.
+async fn an_https_and_a_slack_subscription_hiding_their_secrets(
+    cp: &ControlPlane,
+    receiver: &Receiver,
+    slack: &Receiver,
+) -> String {
     let created = subscribe(
-        &cp,
+        cp,
         json!({"name": "changes", "event_types": ["agent.suspended",
             "authorization.rule_bundle.deployed"], "delivery_endpoint": receiver.url()}),
     )
     .await;
     let secret = text(&created["signing_secret"]).to_string();
     let slack_sub = subscribe(
-        &cp,
+        cp,
         json!({"name": "chat", "event_types": ["agent.suspended"], "provider": "slack",
             "settings": {"webhook_url": slack.url()}}),
     )
@@ -577,17 +670,11 @@ async fn control_plane_events_reach_https_and_slack_destinations() {
     );
     let providers = cp.ok(EVENTING, "ListProviders", cp.body(json!({}))).await;
     assert_eq!(providers["providers"][1]["settings"][0]["secret"], true);
-    // Agents cannot call the webhooks API.
-    let agent_key = crate::world::register_bot(&cp, json!({"name": "bot"})).await;
-    cp.call_as(
-        &agent_key,
-        EVENTING,
-        "ListSubscriptions",
-        cp.body(json!({})),
-    )
-    .await
-    .expect_error("unauthenticated", 401);
+    secret
+}
 
+/// Suspends `parent` and its `child`, and deploys bundle `base`.
+async fn a_cascading_suspension_and_a_deployment(cp: &ControlPlane) {
     cp.ok(
         portcullis_tests::controlplane::AGENTS,
         "RegisterAgent",
@@ -620,6 +707,9 @@ async fn control_plane_events_reach_https_and_slack_destinations() {
         cp.body(json!({"name": "base", "policies": "@id(\"all\")\npermit (principal, action == Svc::Action::\"mcp:call\", resource);"})),
     )
     .await;
+}
+
+async fn suspensions_and_the_deployment_arrive_signed(receiver: &Receiver, secret: &str) {
     receiver
         .wait_for("both suspensions and the deployment", |_| {
             receiver.of_type("agent.suspended").len() == 2
@@ -647,18 +737,8 @@ async fn control_plane_events_reach_https_and_slack_destinations() {
     );
     let deployed = &receiver.of_type("authorization.rule_bundle.deployed")[0];
     assert_eq!(deployed.json()["data"]["bundle_name"], "base");
-    let checked = verify(&[&secret], &receiver.seen()).await;
+    let checked = verify(&[secret], &receiver.seen()).await;
     assert!(checked.iter().all(|c| c["verified"][0] == true));
-    let posts = slack
-        .wait_for("two Slack posts", |_| slack.seen().len() >= 2)
-        .await;
-    let texts: Vec<String> = posts.iter().map(|p| p.json()["text"].to_string()).collect();
-    assert!(
-        texts
-            .iter()
-            .all(|t| t.starts_with("\"Portcullis: agent.suspended")),
-        "{texts:?}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

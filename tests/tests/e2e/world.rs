@@ -30,13 +30,36 @@ pub async fn model(cp: &ControlPlane, name: &str, base_url: &str) -> String {
     m["connection_id"].as_str().unwrap().to_string()
 }
 
-/// Registers the agent `agent` describes (named `bot`) and returns a new key of it.
-pub async fn register_bot(cp: &ControlPlane, agent: Value) -> String {
+/// Registers the agent `agent` describes and returns a new key of it, named `k`.
+pub async fn register_with_key(cp: &ControlPlane, agent: Value) -> String {
+    let name = agent["name"].as_str().unwrap().to_string();
     cp.ok(AGENTS, "RegisterAgent", cp.body(agent)).await;
     cp.ok(
         AGENTS,
         "CreateAgentKey",
-        cp.body(json!({"agent_id": "bot", "name": "k"})),
+        cp.body(json!({"agent_id": name, "name": "k"})),
+    )
+    .await["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The id of the agent named `name`.
+pub async fn agent_id(cp: &ControlPlane, name: &str) -> String {
+    cp.ok(AGENTS, "GetAgent", cp.body(json!({"agent_id": name})))
+        .await["agent"]["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A new platform key named `name` with this role: its token.
+pub async fn platform_key(cp: &ControlPlane, name: &str, role: &str) -> String {
+    cp.ok(
+        MGMT,
+        "CreatePlatformKey",
+        cp.body(json!({"name": name, "role": role})),
     )
     .await["token"]
         .as_str()
@@ -55,7 +78,7 @@ pub async fn bot_calling_gpt_at(cp: &ControlPlane, base_url: &str) -> (String, S
         cp.body(json!({"gateway_id": gateway_id, "connection_id": id})),
     )
     .await;
-    let key = register_bot(
+    let key = register_with_key(
         cp,
         json!({"name": "bot", "allowed_gateway_ids": [gateway_id], "allowed_direct_model_names": ["gpt"]}),
     )
