@@ -70,11 +70,10 @@ impl Ctx {
 
     /// Records an event about a change this operation made (after it committed), as the
     /// platform key that made it; a failure to record is logged and does not fail the call.
-    pub async fn record_change(
+    pub async fn record_change<P: portcullis_shared::audit::AuditPayload>(
         &self,
-        event_type: &str,
         resource: portcullis_shared::audit::ResourceRef,
-        payload: Value,
+        payload: P,
     ) {
         let Principal::Platform(p) = &*self.principal else {
             return;
@@ -83,15 +82,15 @@ impl Ctx {
             id: &p.key_id,
             name: &p.key_name,
         };
-        let mut e = crate::audit::mgmt_event(&p.workspace_id, caller, "", "ok", &self.request_id);
-        e.event_type = event_type.to_string();
+        let e = crate::audit::mgmt_event(&p.workspace_id, caller, "", "ok", &self.request_id);
+        let mut e = e.typed(payload);
         e.resource = portcullis_shared::audit::ResourceRef {
             workspace_id: p.workspace_id.clone(),
             ..resource
         };
         e.request.http_route.clear();
         e.data_handling = Default::default();
-        e.payload = payload;
+        let event_type = P::EVENT_TYPE;
         if let Err(err) = crate::audit::store(&self.app.store, &self.app.audit, vec![e]).await {
             tracing::error!(request_id = %self.request_id, error = %err, event_type, "Could not record the change's audit event.");
         }

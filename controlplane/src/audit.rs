@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use portcullis_shared::audit::{self, AuditEvent, AuditEventV1, PayloadFilter, QueryEventsRequest};
+use portcullis_shared::audit::catalog::MgmtOperation;
+use portcullis_shared::audit::{
+    self, AuditEvent, AuditEventV1, AuditPayload, PayloadFilter, QueryEventsRequest,
+};
 use portcullis_shared::prices::MAX_COST_MICROS;
 use portcullis_shared::snapshot::Charge;
 use serde_json::Value;
@@ -13,6 +16,8 @@ use tokio::sync::broadcast;
 
 use crate::store::{self, now_ms, Store, StoreError};
 
+#[cfg(test)]
+mod catalog_tests;
 mod incoming;
 pub mod tails;
 pub mod webhook_types;
@@ -83,8 +88,13 @@ fn operation_of(rpc_method: &str, payload_operation: Option<&str>) -> String {
     }
 }
 
-/// Stores events made in this process; see [`store_incoming`].
-pub async fn store(store: &Store, hub: &Hub, events: Vec<AuditEventV1>) -> Result<u64, StoreError> {
+/// Stores events made in this process (each payload serialized as it is written); see
+/// [`store_incoming`].
+pub async fn store<P: serde::Serialize>(
+    store: &Store,
+    hub: &Hub,
+    events: Vec<AuditEvent<P>>,
+) -> Result<u64, StoreError> {
     let incoming = events
         .iter()
         .map(Incoming::from_event)
@@ -316,7 +326,6 @@ async fn refresh_statistics(store: &Store) {
     }
 }
 
-/// The event a management operation leaves behind.
 /// Who called a management operation: a platform key (id, name), or an agent with one of
 /// its keys (agent id, key id).
 pub enum Caller<'a> {
@@ -324,22 +333,24 @@ pub enum Caller<'a> {
     Agent { agent_id: &'a str, key_id: &'a str },
 }
 
+/// The `mgmt.operation` event a management operation leaves behind (the caller adds the door
+/// it came through); its envelope is also that of the events of the changes it made.
 pub fn mgmt_event(
     workspace_id: &str,
     caller: Caller<'_>,
     path: &str,
     code: &str,
     request_id: &str,
-) -> AuditEventV1 {
+) -> AuditEvent<MgmtOperation> {
     let (service, method) = path.split_once('/').unwrap_or(("", path));
     let result = match code {
         "ok" => audit::results::ALLOWED,
         "permission_denied" | "unauthenticated" => audit::results::DENIED,
         _ => audit::results::ERROR,
     };
-    AuditEventV1 {
+    AuditEvent {
         event_id: audit::new_event_id(),
-        event_type: audit::types::MGMT_OPERATION.to_string(),
+        event_type: MgmtOperation::EVENT_TYPE.to_string(),
         time: crate::store::ts(now_ms()),
         result: result.to_string(),
         scope: audit::Scope {
@@ -393,27 +404,25 @@ pub fn mgmt_event(
             omitted: vec!["request_body".into()],
             ..Default::default()
         },
-        payload: serde_json::json!({"operation": method, "code": code}),
+        payload: MgmtOperation {
+            operation: method.to_string(),
+            code: code.to_string(),
+            surface: None,
+            tool: None,
+        },
     }
 }
 
 /// An event a person caused on a page of this service (a provision link), as that person.
-pub fn person_event(
+pub fn person_event<P: AuditPayload>(
     workspace_id: &str,
     subject: &str,
-    event_type: &str,
     resource: audit::ResourceRef,
-    payload: serde_json::Value,
-) -> AuditEventV1 {
+    payload: P,
+) -> AuditEvent<P> {
     let caller = Caller::PlatformKey { id: "", name: "" };
-    let mut e = mgmt_event(
-        workspace_id,
-        caller,
-        "",
-        "ok",
-        &uuid::Uuid::new_v4().to_string(),
-    );
-    e.event_type = event_type.to_string();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let mut e = mgmt_event(workspace_id, caller, "", "ok", &request_id).typed(payload);
     e.actor = audit::Actor {
         kind: audit::actors::USER.into(),
         id: subject.to_string(),
@@ -425,7 +434,6 @@ pub fn person_event(
         ..resource
     };
     e.request.http_route = "/provision/{token}".into();
-    e.payload = payload;
     e
 }
 

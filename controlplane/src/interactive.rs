@@ -149,26 +149,42 @@ struct Code {
 /// The audit event of a sign-in's outcome, as the person: the grant made, or (`None`) the
 /// agent refused them.
 async fn record(app: &App, r: &Request, subject: &str, email: &str, grant: Option<&str>) {
-    use portcullis_shared::audit::{results, types, ResourceRef};
+    use portcullis_shared::audit::catalog::{
+        InteractiveGranted, InteractiveRefused, InteractiveSignIn,
+    };
+    use portcullis_shared::audit::{results, ResourceRef};
     let resource = ResourceRef {
         kind: "agent".into(),
         id: r.agent_id.clone(),
         ..Default::default()
     };
-    let payload = json!({
-        "grant_id": grant, "agent_id": r.agent_id, "gateway_id": r.gateway_id,
-        "client_id": r.client_id, "subject": subject, "email": email,
-    });
-    let event_type = match grant {
-        Some(_) => types::INTERACTIVE_GRANTED,
-        None => types::INTERACTIVE_REFUSED,
+    let sign_in = InteractiveSignIn {
+        agent_id: r.agent_id.clone(),
+        gateway_id: r.gateway_id.clone(),
+        client_id: r.client_id.clone(),
+        subject: subject.to_string(),
+        email: email.to_string(),
     };
-    let mut event =
-        crate::audit::person_event(&r.workspace_id, subject, event_type, resource, payload);
+    let ws = &r.workspace_id;
+    let mut event = match grant {
+        Some(grant_id) => {
+            let payload = InteractiveGranted {
+                grant_id: grant_id.to_string(),
+                sign_in,
+            };
+            crate::audit::person_event(ws, subject, resource, payload).into_v1()
+        }
+        None => {
+            let payload = InteractiveRefused {
+                grant_id: None,
+                sign_in,
+            };
+            let mut event = crate::audit::person_event(ws, subject, resource, payload);
+            event.result = results::DENIED.into();
+            event.into_v1()
+        }
+    };
     event.request.http_route = "/oauth2/authorize".into();
-    if grant.is_none() {
-        event.result = results::DENIED.into();
-    }
     if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {
         tracing::error!(error = %e, "Could not record the sign-in's audit event.");
     }

@@ -19,7 +19,7 @@ use oauth2::basic::BasicClient;
 use oauth2::{AuthUrl, ClientId, ClientSecret, EndpointNotSet, EndpointSet, RedirectUrl, TokenUrl};
 use portcullis_shared::api::tools::HttpConfig;
 use portcullis_shared::api::{AuthMethod, CredentialType};
-use portcullis_shared::audit::types::OAUTH_DISCONNECTED;
+use portcullis_shared::audit::catalog::OauthDisconnected;
 use portcullis_shared::egress;
 use serde_json::{Map, Value};
 
@@ -166,8 +166,11 @@ pub async fn connection(
 pub async fn disconnect(app: &App, c: &Connection) -> ApiResult<()> {
     let revoked = tokens::revoke_all(app, c).await?;
     if revoked > 0 {
-        let payload = serde_json::json!({"grants": revoked});
-        tokens::record(app, c, "", OAUTH_DISCONNECTED, payload).await;
+        let payload = OauthDisconnected {
+            grant: tokens::grant(c, ""),
+            grants: revoked as u64,
+        };
+        tokens::record(app, c, "", payload).await;
     }
     Ok(())
 }

@@ -18,7 +18,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use portcullis_shared::audit::{types, ResourceRef};
+use portcullis_shared::audit::catalog::{ConnectionGrant, CredentialProvisioned};
+use portcullis_shared::audit::ResourceRef;
 use portcullis_shared::keys;
 
 use crate::error::ApiResult;
@@ -156,14 +157,15 @@ async fn store(
         name: c.name.clone(),
         ..Default::default()
     };
-    let payload = serde_json::json!({"connection_id": c.id, "connection_name": c.name, "subject": row.subject});
-    let event = crate::audit::person_event(
-        &row.workspace_id,
-        &row.subject,
-        types::CREDENTIAL_PROVISIONED,
-        resource,
-        payload,
-    );
+    let payload = CredentialProvisioned {
+        grant: ConnectionGrant {
+            connection_id: c.id.clone(),
+            connection_name: c.name.clone(),
+            subject: row.subject.clone(),
+        },
+        method: None,
+    };
+    let event = crate::audit::person_event(&row.workspace_id, &row.subject, resource, payload);
     if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {
         tracing::error!(error = %e, "Could not record the provisioning's audit event.");
     }

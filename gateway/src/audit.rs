@@ -17,7 +17,7 @@ use std::sync::Arc;
 use portcullis_shared::audit::{bound, AuditEvent};
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
-pub use events::{base, denial_event, dropped_event, millis, refused_event, resource, PreAuth};
+pub use events::{denial_event, dropped_event, event, millis, refused_event, resource, PreAuth};
 
 /// Events waiting for the writer; past this, emission drops and counts.
 const CHANNEL: usize = 65_536;

@@ -58,14 +58,14 @@ pub async fn dispatch(
         .get(gateway_id)
         .ok_or_else(|| GatewayError::NotFound(format!("gateway {gateway_id} does not exist")))?;
     let origin = origin(session, &route)?;
-    let at = At {
+    let incoming = Incoming {
         gw,
         snap: &snap,
         gateway,
         request_id,
     };
-    let admitted = at.admit(session, &route, &origin).await?;
-    let rc = at.authorize(&route, admitted, origin)?;
+    let admitted = incoming.admit(session, &route, &origin).await?;
+    let rc = incoming.authorize(&route, admitted, origin)?;
     serve(gw, session, route, &snap, gateway, &rc).await
 }
 
@@ -109,14 +109,14 @@ struct Admitted<'a> {
 }
 
 /// A request on one gateway at one revision, before its agent is known.
-struct At<'a> {
+struct Incoming<'a> {
     gw: &'a Arc<Gateway>,
     snap: &'a Compiled,
     gateway: &'a GatewayEntry,
     request_id: &'a str,
 }
 
-impl<'a> At<'a> {
+impl<'a> Incoming<'a> {
     /// The calling agent and the person it acts for, or the refusal (audited).
     async fn admit(
         &self,
@@ -195,11 +195,9 @@ impl<'a> At<'a> {
                 request_id: self.request_id,
                 origin,
             };
-            let mut event = audit::refused_event(&pre, &err);
-            if suppressed > 0 {
-                event.payload["unrecorded_before"] = serde_json::json!(suppressed);
-            }
-            self.gw.audit.emit(event);
+            self.gw
+                .audit
+                .emit(audit::refused_event(&pre, &err, suppressed));
         }
         err
     }

@@ -85,14 +85,12 @@ async fn dispatch(
 /// `mcp.request` for a request that failed outside a tool call: its method and JSON-RPC
 /// error (never its parameters).
 fn record_failure(gw: &Gateway, rc: &RequestCtx<'_>, method: &str, code: i64, message: &str) {
-    use portcullis_shared::audit::{results, types};
+    use portcullis_shared::audit::{catalog, results};
     if !gw.audit.enabled() {
         return;
     }
     let resource = audit::resource("gateway", &rc.gateway.id, &rc.gateway.name);
-    let mut e = audit::base(rc, types::MCP_REQUEST, results::ERROR, resource);
-    e.request.rpc_method = method.chars().take(100).collect();
-    let message: String = message.chars().take(500).collect();
+    let method: String = method.chars().take(100).collect();
     let reason_code = match code {
         -32700 => "parse_error",
         -32600 => "invalid_request",
@@ -100,12 +98,17 @@ fn record_failure(gw: &Gateway, rc: &RequestCtx<'_>, method: &str, code: i64, me
         -32602 => "invalid_params",
         _ => "internal_error",
     };
-    e.payload = json!({
-        "method": e.request.rpc_method,
-        "gateway_id": rc.gateway.id,
-        "error": {"code": code, "message": message},
-        "reason_code": reason_code,
-    });
+    let payload = catalog::McpRequest {
+        method: method.clone(),
+        gateway_id: rc.gateway.id.clone(),
+        error: catalog::RpcFailure {
+            code,
+            message: message.chars().take(500).collect(),
+        },
+        reason_code: reason_code.into(),
+    };
+    let mut e = audit::event(rc, results::ERROR, resource, payload);
+    e.request.rpc_method = method;
     e.data_handling.omitted = vec!["request.params".into()];
     gw.audit.emit(e);
 }
@@ -145,7 +148,7 @@ fn call_event(
     latency: std::time::Duration,
     guards: crate::guard::Log,
 ) -> portcullis_shared::audit::AuditEventV1 {
-    use portcullis_shared::audit::{results, types};
+    use portcullis_shared::audit::{catalog, results};
     let name = params
         .get("name")
         .and_then(Value::as_str)
@@ -162,34 +165,36 @@ fn call_event(
     {
         let mut e = audit::denial_event(rc, resource, "mcp:call", d);
         e.request.rpc_method = "tools/call".into();
-        return e;
+        return e.into_v1();
     }
-    let result = if outcome.is_ok() {
-        results::ALLOWED
-    } else {
-        results::ERROR
+    let (guards, delivered) = guards.into_fields();
+    let mut payload = catalog::ToolCall {
+        tool: name.to_string(),
+        connection_id: connection_id.to_string(),
+        gateway_id: rc.gateway.id.clone(),
+        latency_ms: audit::millis(latency),
+        guards,
+        delivered,
+        ..Default::default()
     };
-    let mut e = audit::base(rc, types::TOOL_CALL, result, resource);
-    e.request.rpc_method = "tools/call".into();
-    let mut payload = json!({
-        "tool": name,
-        "connection_id": connection_id,
-        "gateway_id": rc.gateway.id,
-        "latency_ms": audit::millis(latency),
-    });
-    match outcome {
+    let result = match outcome {
         Ok(result) => {
-            payload["is_error"] = json!(result.get("isError") == Some(&Value::Bool(true)));
+            payload.is_error = Some(result.get("isError") == Some(&Value::Bool(true)));
+            results::ALLOWED
         }
         Err(err) => {
-            let message: String = err.message.chars().take(500).collect();
-            payload["error"] = json!({"code": err.code, "message": message});
+            let message = err.message.chars().take(500).collect();
+            payload.error = Some(catalog::RpcFailure {
+                code: err.code,
+                message,
+            });
+            results::ERROR
         }
-    }
-    guards.write(&mut payload);
-    e.payload = payload;
+    };
+    let mut e = audit::event(rc, result, resource, payload);
+    e.request.rpc_method = "tools/call".into();
     e.data_handling.omitted = vec!["request.arguments".into(), "response.content".into()];
-    e
+    e.into_v1()
 }
 
 /// Checks membership, catalog status and `mcp:call`, then calls the upstream and returns its

@@ -1,57 +1,16 @@
 //! `AuditEventV1`: the envelope every audited decision is recorded in, and the audit service's
-//! wire types. Enumerations use their proto JSON names (`RESULT_ALLOWED`, …).
+//! wire types. Enumerations use their proto JSON names (`RESULT_ALLOWED`, …). Each event
+//! type and its payload are in the [`catalog`].
 
 pub mod bound;
+pub mod catalog;
+
+pub use catalog::{types, with_payload, AuditPayload, ALL_TYPES};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::WorkspaceScoped;
-
-pub mod types {
-    pub const MODEL_CALL: &str = "model.call";
-    pub const MODEL_LIST: &str = "model.list";
-    pub const TOOL_CALL: &str = "tool.call";
-    pub const TOOL_LIST: &str = "tool.list";
-    /// An MCP request that failed outside a tool call or list (not JSON, not JSON-RPC, an
-    /// unknown method, bad parameters).
-    pub const MCP_REQUEST: &str = "mcp.request";
-    pub const ACCESS_DENIED: &str = "access.denied";
-    pub const AUDIT_DROPPED: &str = "audit.dropped";
-    /// What a query shows in place of a stored event that cannot be read.
-    pub const AUDIT_UNREADABLE: &str = "audit.unreadable";
-    pub const MGMT_OPERATION: &str = "mgmt.operation";
-    /// A settled call took a quota past 80 % or 100 % of its limit.
-    pub const QUOTA_THRESHOLD: &str = "quota.threshold";
-    /// A call or pool member was refused for want of room in a quota.
-    pub const QUOTA_EXCEEDED: &str = "quota.exceeded";
-    /// A guard matched a model's answer (one event per guard and call).
-    pub const LLM_OUTPUT_FILTERED: &str = "llm.output.filtered";
-    /// A guard matched what was sent to a model.
-    pub const LLM_INPUT_FILTERED: &str = "llm.input.filtered";
-    /// A guard matched a tool's result.
-    pub const TOOL_RESULT_FILTERED: &str = "mcp.tool_result.filtered";
-    /// A guard matched a tool call's arguments.
-    pub const TOOL_ARGUMENTS_FILTERED: &str = "mcp.tool_arguments.filtered";
-    /// An agent was suspended (one event per agent, cascades included).
-    pub const AGENT_SUSPENDED: &str = "agent.suspended";
-    /// `DeployRuleBundle` deployed a bundle.
-    pub const RULE_BUNDLE_DEPLOYED: &str = "authorization.rule_bundle.deployed";
-    /// A person stored their own credential for a per-user connection (never the value).
-    pub const CREDENTIAL_PROVISIONED: &str = "credential.provisioned";
-    /// Someone other than its person signed in to use a provision link: nothing was stored.
-    pub const CREDENTIAL_PROVISION_REFUSED: &str = "credential.provision_refused";
-    /// An administrator's consent stored a connection's shared OAuth grant.
-    pub const OAUTH_CONNECTED: &str = "oauth.connected";
-    /// A connection's OAuth grants were revoked and deleted.
-    pub const OAUTH_DISCONNECTED: &str = "oauth.disconnected";
-    /// The provider refused to refresh a grant: it was deleted (never the token).
-    pub const OAUTH_REFRESH_FAILED: &str = "oauth.refresh_failed";
-    /// A person signed in from an MCP client and was granted interactive use of an agent.
-    pub const INTERACTIVE_GRANTED: &str = "agent.interactive_grant.issued";
-    /// A person signed in from an MCP client and the agent does not admit them.
-    pub const INTERACTIVE_REFUSED: &str = "agent.interactive_grant.refused";
-}
 
 pub mod results {
     pub const ALLOWED: &str = "RESULT_ALLOWED";

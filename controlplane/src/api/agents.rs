@@ -352,14 +352,14 @@ async fn suspend(ctx: Ctx, req: AgentLifecycleRequest) -> ApiResult<AgentLifecyc
             name: name.clone(),
             ..Default::default()
         };
-        let payload = serde_json::json!({"agent_id": id, "agent_name": name,
-            "cascade": *id != row.id, "suspended_by": row.id, "reason": why});
-        ctx.record_change(
-            portcullis_shared::audit::types::AGENT_SUSPENDED,
-            resource,
-            payload,
-        )
-        .await;
+        let payload = portcullis_shared::audit::catalog::AgentSuspended {
+            agent_id: id.clone(),
+            agent_name: name.clone(),
+            cascade: *id != row.id,
+            suspended_by: row.id.clone(),
+            reason: why.clone(),
+        };
+        ctx.record_change(resource, payload).await;
     }
     Ok(AgentLifecycleResponse {
         agent,

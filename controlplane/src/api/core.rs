@@ -155,9 +155,9 @@ pub async fn record(
         _ => return,
     };
     let mut event = crate::audit::mgmt_event(workspace_id, caller, path, code, request_id);
-    event.payload["surface"] = door.as_str().into();
+    event.payload.surface = Some(door.as_str().into());
     if let Door::Mcp(tool) = door {
-        event.payload["tool"] = tool.into();
+        event.payload.tool = Some(tool.into());
         event.request.http_route = "/mcp".into();
     }
     if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {

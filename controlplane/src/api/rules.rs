@@ -98,15 +98,15 @@ async fn deploy(ctx: Ctx, req: DeployRuleBundleRequest) -> ApiResult<RuleBundleR
         name: row.name.clone(),
         ..Default::default()
     };
-    let payload = serde_json::json!({"bundle_id": id, "bundle_name": row.name,
-        "scope": row.scope, "scope_id": row.scope_id, "policies": policy_ids.len(),
-        "replaced": existing.is_some()});
-    ctx.record_change(
-        portcullis_shared::audit::types::RULE_BUNDLE_DEPLOYED,
-        resource,
-        payload,
-    )
-    .await;
+    let payload = portcullis_shared::audit::catalog::RuleBundleDeployed {
+        bundle_id: id.clone(),
+        bundle_name: row.name.clone(),
+        scope: row.scope.clone(),
+        scope_id: row.scope_id.clone(),
+        policies: policy_ids.len() as u64,
+        replaced: existing.is_some(),
+    };
+    ctx.record_change(resource, payload).await;
     Ok(RuleBundleResponse {
         bundle: rules::admin_view(row)?,
     })

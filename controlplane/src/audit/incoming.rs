@@ -57,8 +57,11 @@ fn parse_envelope(text: &str) -> Result<AuditEvent<Box<RawValue>>, String> {
 }
 
 impl Incoming {
-    /// An event made in this process (a management operation's, say).
-    pub fn from_event(event: &AuditEventV1) -> Result<Self, serde_json::Error> {
+    /// An event made in this process (a management operation's, say), whatever its payload's
+    /// type.
+    pub fn from_event<P: serde::Serialize>(
+        event: &AuditEvent<P>,
+    ) -> Result<Self, serde_json::Error> {
         let text = serde_json::value::to_raw_value(event)?;
         Ok(Self {
             event: serde_json::from_str(text.get())?,

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use oauth2::{CsrfToken, PkceCodeChallenge, Scope};
-use portcullis_shared::audit::types;
+use portcullis_shared::audit::catalog::{CredentialProvisioned, OauthConnected};
 use portcullis_shared::keys;
 
 use super::{provider, tokens};
@@ -131,19 +131,16 @@ async fn finish(app: &App, query: &HashMap<String, String>) -> ApiResult<Respons
     drop(conn);
     let p = provider(app, &c, false).await?;
     tokens::exchange(app, &c, &p, &flow.subject, code.clone(), verifier).await?;
-    let kind = if flow.subject.is_empty() {
-        types::OAUTH_CONNECTED
+    let grant = tokens::grant(&c, &flow.subject);
+    let method = "oauth".to_string();
+    if flow.subject.is_empty() {
+        let payload = OauthConnected { grant, method };
+        tokens::record(app, &c, &flow.subject, payload).await;
     } else {
-        types::CREDENTIAL_PROVISIONED
-    };
-    tokens::record(
-        app,
-        &c,
-        &flow.subject,
-        kind,
-        serde_json::json!({"method": "oauth"}),
-    )
-    .await;
+        let method = Some(method);
+        let payload = CredentialProvisioned { grant, method };
+        tokens::record(app, &c, &flow.subject, payload).await;
+    }
     tracing::info!(connection_id = %c.id, shared = flow.subject.is_empty(), "OAuth consent stored.");
     let text = format!(
         "<p><b>{}</b> is connected. Go back to your agent and try again.</p>",

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use oauth2::basic::BasicErrorResponseType;
 use oauth2::{RefreshToken, RequestTokenError, TokenResponse};
-use portcullis_shared::audit::{types, ResourceRef};
+use portcullis_shared::audit::catalog::{ConnectionGrant, OauthRefreshFailed};
+use portcullis_shared::audit::{AuditPayload, ResourceRef};
 
 use super::{provider, Connection, Provider};
 use crate::error::{precondition, ApiError, ApiResult};
@@ -251,8 +252,11 @@ async fn forget(app: &App, c: &Connection, subject: &str, why: &str) -> ApiResul
     credentials::delete_subject(tx.conn(), c.owner, &c.id, subject).await?;
     tx.commit().await?;
     tracing::warn!(connection_id = %c.id, why, "OAuth grant deleted: consent is needed again.");
-    let payload = serde_json::json!({"reason": why});
-    record(app, c, subject, types::OAUTH_REFRESH_FAILED, payload).await;
+    let payload = OauthRefreshFailed {
+        grant: grant(c, subject),
+        reason: why.to_string(),
+    };
+    record(app, c, subject, payload).await;
     Ok(())
 }
 
@@ -348,26 +352,25 @@ async fn revoke(
     }
 }
 
+/// Whose grant of `c` an event is about: `subject`'s, or (empty) the connection's shared one.
+pub fn grant(c: &Connection, subject: &str) -> ConnectionGrant {
+    ConnectionGrant {
+        connection_id: c.id.clone(),
+        connection_name: c.name.clone(),
+        subject: subject.to_string(),
+    }
+}
+
 /// An audit event about a connection's grant: the person's when `subject` is one, else the
 /// service's own.
-pub async fn record(
-    app: &App,
-    c: &Connection,
-    subject: &str,
-    kind: &str,
-    payload: serde_json::Value,
-) {
+pub async fn record<P: AuditPayload>(app: &App, c: &Connection, subject: &str, payload: P) {
     let resource = ResourceRef {
         kind: c.kind().into(),
         id: c.id.clone(),
         name: c.name.clone(),
         ..Default::default()
     };
-    let mut payload = payload;
-    payload["connection_id"] = c.id.clone().into();
-    payload["connection_name"] = c.name.clone().into();
-    payload["subject"] = subject.into();
-    let mut event = crate::audit::person_event(&c.workspace_id, subject, kind, resource, payload);
+    let mut event = crate::audit::person_event(&c.workspace_id, subject, resource, payload);
     if subject.is_empty() {
         event.actor.kind = portcullis_shared::audit::actors::SYSTEM.into();
         event.actor.id = "controlplane".into();

@@ -10,7 +10,8 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use portcullis_shared::audit::{results, types, ResourceRef};
+use portcullis_shared::audit::catalog::CredentialProvisionRefused;
+use portcullis_shared::audit::{results, ResourceRef};
 use portcullis_shared::keys;
 use serde::{Deserialize, Serialize};
 
@@ -173,13 +174,15 @@ async fn refused(app: &App, row: &ProvisionRow, person: &Person) {
         id: row.owner_id.clone(),
         ..Default::default()
     };
-    let payload = serde_json::json!({
-        "connection_id": row.owner_id, "subject": row.subject, "agent_id": row.agent_id,
-        "signed_in_subject": person.subject, "signed_in_email": person.email,
-    });
-    let kind = types::CREDENTIAL_PROVISION_REFUSED;
+    let payload = CredentialProvisionRefused {
+        connection_id: row.owner_id.clone(),
+        subject: row.subject.clone(),
+        agent_id: row.agent_id.clone(),
+        signed_in_subject: person.subject.clone(),
+        signed_in_email: person.email.clone(),
+    };
     let mut event =
-        crate::audit::person_event(&row.workspace_id, &person.subject, kind, resource, payload);
+        crate::audit::person_event(&row.workspace_id, &person.subject, resource, payload);
     event.result = results::DENIED.into();
     if let Err(e) = crate::audit::store(&app.store, &app.audit, vec![event]).await {
         tracing::error!(error = %e, "Could not record the refused provisioning's audit event.");

@@ -153,14 +153,16 @@ fn unreadable(event_id: &str, time_ms: i64, error: &serde_json::Error) -> AuditE
     let time = chrono::DateTime::from_timestamp_millis(time_ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_default();
-    AuditEventV1 {
+    let envelope = AuditEventV1 {
         event_id: event_id.to_string(),
-        event_type: portcullis_shared::audit::types::AUDIT_UNREADABLE.into(),
         time,
         result: portcullis_shared::audit::results::ERROR.into(),
-        payload: serde_json::json!({"error": error.to_string()}),
         ..Default::default()
-    }
+    };
+    let payload = portcullis_shared::audit::catalog::AuditUnreadable {
+        error: error.to_string(),
+    };
+    portcullis_shared::audit::with_payload(envelope, &payload)
 }
 
 /// The statement of [`query`] and its arguments.

@@ -1,7 +1,8 @@
-//! Building `AuditEventV1` envelopes for gateway decisions.
+//! Building audit events for gateway decisions: each from its payload in the catalog
+//! (`portcullis_shared::audit::catalog`), which names its type.
 
-use portcullis_shared::audit::{self, AuditEventV1};
-use serde_json::json;
+use portcullis_shared::audit::catalog::{AccessDenied, AuditDropped};
+use portcullis_shared::audit::{self, AuditEvent, AuditPayload};
 
 use crate::authn::AgentEntry;
 use crate::error::{Denial, GatewayError};
@@ -35,18 +36,18 @@ pub struct PreAuth<'a> {
     pub origin: &'a Origin,
 }
 
-/// The envelope of an event about an authenticated request; the caller fills `payload` and
-/// `data_handling`.
-pub fn base(
+/// The event of `payload` about an authenticated request; the caller may fill
+/// `data_handling` and the request's method.
+pub fn event<P: AuditPayload>(
     rc: &RequestCtx<'_>,
-    event_type: &str,
     result: &str,
     resource: audit::ResourceRef,
-) -> AuditEventV1 {
+    payload: P,
+) -> AuditEvent<P> {
     let act_as = &rc.context.typed().act_as;
-    AuditEventV1 {
+    AuditEvent {
         event_id: audit::new_event_id(),
-        event_type: event_type.to_string(),
+        event_type: P::EVENT_TYPE.to_string(),
         time: now(),
         result: result.to_string(),
         scope: audit::Scope {
@@ -79,7 +80,7 @@ pub fn base(
         request: rc.origin.surface(),
         correlation: rc.origin.correlation(rc.request_id),
         data_handling: audit::DataHandling::default(),
-        payload: json!({}),
+        payload,
     }
 }
 
@@ -89,30 +90,43 @@ pub fn denial_event(
     resource: audit::ResourceRef,
     action: &str,
     d: &Denial,
-) -> AuditEventV1 {
-    let mut e = base(
-        rc,
-        audit::types::ACCESS_DENIED,
-        audit::results::DENIED,
-        resource,
-    );
-    e.payload = json!({
-        "action": action,
-        "reason": d.reason,
-        "reason_code": d.reason_code,
-        "determining_policy": d.determining_policy,
-        "gateway_id": rc.gateway.id,
-    });
-    e
+) -> AuditEvent<AccessDenied> {
+    let payload = AccessDenied {
+        action: Some(action.to_string()),
+        reason: d.reason.clone(),
+        reason_code: d.reason_code.to_string(),
+        determining_policy: Some(d.determining_policy.clone()),
+        gateway_id: rc.gateway.id.clone(),
+        ..Default::default()
+    };
+    event(rc, audit::results::DENIED, resource, payload)
 }
 
 /// `access.denied` for a request refused before its agent was known or allowed (bad key,
-/// suspended agent, disabled gateway, act-as failure).
-pub fn refused_event(pre: &PreAuth<'_>, err: &GatewayError) -> AuditEventV1 {
+/// suspended agent, disabled gateway, act-as failure); `unrecorded_before` counts the
+/// refusals of unidentified callers left unrecorded since the last one that was.
+pub fn refused_event(
+    pre: &PreAuth<'_>,
+    err: &GatewayError,
+    unrecorded_before: u64,
+) -> AuditEvent<AccessDenied> {
     let (_, code) = err.openai_type_and_code();
-    let mut e = AuditEventV1 {
+    let denial = match err {
+        GatewayError::Denied(d) => Some(d),
+        _ => None,
+    };
+    let payload = AccessDenied {
+        action: None,
+        reason: err.to_string(),
+        reason_code: denial.map_or(code, |d| d.reason_code).to_string(),
+        determining_policy: denial.map(|d| d.determining_policy.clone()),
+        gateway_id: pre.gateway.id.clone(),
+        status: Some(err.status()),
+        unrecorded_before: (unrecorded_before > 0).then_some(unrecorded_before),
+    };
+    AuditEvent {
         event_id: audit::new_event_id(),
-        event_type: audit::types::ACCESS_DENIED.into(),
+        event_type: AccessDenied::EVENT_TYPE.into(),
         time: now(),
         result: audit::results::DENIED.into(),
         scope: audit::Scope {
@@ -147,21 +161,25 @@ pub fn refused_event(pre: &PreAuth<'_>, err: &GatewayError) -> AuditEventV1 {
         request: pre.origin.surface(),
         correlation: pre.origin.correlation(pre.request_id),
         data_handling: audit::DataHandling::default(),
-        payload: json!({"reason": err.to_string(), "reason_code": code, "status": err.status(), "gateway_id": pre.gateway.id}),
-    };
-    if let GatewayError::Denied(d) = err {
-        e.payload["reason_code"] = json!(d.reason_code);
-        e.payload["determining_policy"] = json!(d.determining_policy);
+        payload,
     }
-    e
+}
+
+/// `audit.dropped` for `count` events dropped for the reason `why`.
+pub fn dropped_event(count: u64, why: &str) -> AuditEvent<AuditDropped> {
+    dropped(AuditDropped {
+        dropped: count,
+        reason: why.to_string(),
+        ..Default::default()
+    })
 }
 
 /// `audit.dropped`, recorded by the gateway itself (the control plane files it under the
 /// gateway's workspace).
-pub fn dropped_event(count: u64, why: &str) -> AuditEventV1 {
-    AuditEventV1 {
+fn dropped(payload: AuditDropped) -> AuditEvent<AuditDropped> {
+    AuditEvent {
         event_id: audit::new_event_id(),
-        event_type: audit::types::AUDIT_DROPPED.into(),
+        event_type: AuditDropped::EVENT_TYPE.into(),
         time: now(),
         result: audit::results::ERROR.into(),
         scope: audit::Scope {
@@ -185,13 +203,13 @@ pub fn dropped_event(count: u64, why: &str) -> AuditEventV1 {
         },
         correlation: audit::Correlation::default(),
         data_handling: audit::DataHandling::default(),
-        payload: json!({"dropped": count, "reason": why}),
+        payload,
     }
 }
 
 /// `audit.dropped` for one event the control plane refused, naming it (its id and type, as
 /// far as the line can be read) and saying why, both cut to the caller-string bound.
-pub fn refused_line_event(line: &[u8], why: &str) -> AuditEventV1 {
+pub fn refused_line_event(line: &[u8], why: &str) -> AuditEvent<AuditDropped> {
     #[derive(serde::Deserialize, Default)]
     #[serde(default)]
     struct Named {
@@ -200,13 +218,15 @@ pub fn refused_line_event(line: &[u8], why: &str) -> AuditEventV1 {
         event_type: String,
     }
     let named: Named = serde_json::from_slice(line).unwrap_or_default();
-    let clip = audit::bound::clip;
-    let mut e = dropped_event(1, "the control plane refused the event");
-    e.payload["event_id"] = json!(clip(&named.event_id));
-    e.payload["event_type"] = json!(clip(&named.event_type));
-    e.payload["refusal"] = json!(clip(why));
-    e.payload["bytes"] = json!(line.len());
-    e
+    let clip = |s: &str| audit::bound::clip(s).into_owned();
+    dropped(AuditDropped {
+        dropped: 1,
+        reason: "the control plane refused the event".into(),
+        event_id: Some(clip(&named.event_id)),
+        event_type: Some(clip(&named.event_type)),
+        refusal: Some(clip(why)),
+        bytes: Some(line.len() as u64),
+    })
 }
 
 /// A duration in milliseconds, to the microsecond.
@@ -214,7 +234,7 @@ pub fn millis(d: std::time::Duration) -> f64 {
     (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
-/// A resource reference (the workspace is filled in by [`base`]).
+/// A resource reference (the workspace is filled in by [`event`]).
 pub fn resource(kind: &str, id: &str, name: &str) -> audit::ResourceRef {
     audit::ResourceRef {
         kind: kind.to_string(),

@@ -2,10 +2,12 @@
 //! matched text; and adding what the guards did to the call's own log.
 
 use portcullis_shared::api::guards::GuardStage;
-use portcullis_shared::audit::{self, AuditEventV1};
-use serde_json::json;
+use portcullis_shared::audit;
+use portcullis_shared::audit::catalog::{
+    LlmInputFiltered, LlmOutputFiltered, ToolArgumentsFiltered, ToolResultFiltered,
+};
 
-use super::base;
+use super::event;
 use crate::guard::detect::Action;
 use crate::guard::{Log, Outcome, Tally};
 use crate::request::RequestCtx;
@@ -22,7 +24,7 @@ pub fn record_stage(
         return;
     }
     for outcome in log.add(tally) {
-        gw.audit.emit(filtered_event(rc, &outcome, resource));
+        emit_filtered(gw, rc, &outcome, resource);
     }
 }
 
@@ -35,32 +37,52 @@ pub fn record_one(
     resource: &audit::ResourceRef,
 ) {
     log.add_one(outcome);
-    gw.audit.emit(filtered_event(rc, outcome, resource));
+    emit_filtered(gw, rc, outcome, resource);
 }
 
-/// One `llm.output.filtered`, `llm.input.filtered`, `mcp.tool_result.filtered` or
+/// Emits one `llm.output.filtered`, `llm.input.filtered`, `mcp.tool_result.filtered` or
 /// `mcp.tool_arguments.filtered` event for one guard's outcome.
-pub fn filtered_event(
+fn emit_filtered(
+    gw: &crate::Gateway,
     rc: &RequestCtx<'_>,
     outcome: &Outcome<'_>,
     resource: &audit::ResourceRef,
-) -> AuditEventV1 {
+) {
     let result = match outcome.action {
         Action::Block => audit::results::DENIED,
         Action::Redact => audit::results::ALLOWED,
     };
-    let mut e = base(rc, event_type(outcome.stage), result, resource.clone());
-    e.payload = outcome.record();
-    e.payload["gateway_id"] = json!(rc.gateway.id);
-    e
-}
-
-fn event_type(stage: GuardStage) -> &'static str {
-    use portcullis_shared::audit::types;
-    match stage {
-        GuardStage::LlmOutput => types::LLM_OUTPUT_FILTERED,
-        GuardStage::LlmInput => types::LLM_INPUT_FILTERED,
-        GuardStage::ToolResult => types::TOOL_RESULT_FILTERED,
-        GuardStage::ToolArguments => types::TOOL_ARGUMENTS_FILTERED,
+    let (guard, gateway_id) = (outcome.record(), rc.gateway.id.clone());
+    let resource = resource.clone();
+    let audit = &gw.audit;
+    match outcome.stage {
+        GuardStage::LlmOutput => {
+            audit.emit(event(
+                rc,
+                result,
+                resource,
+                LlmOutputFiltered { guard, gateway_id },
+            ));
+        }
+        GuardStage::LlmInput => {
+            audit.emit(event(
+                rc,
+                result,
+                resource,
+                LlmInputFiltered { guard, gateway_id },
+            ));
+        }
+        GuardStage::ToolResult => {
+            audit.emit(event(
+                rc,
+                result,
+                resource,
+                ToolResultFiltered { guard, gateway_id },
+            ));
+        }
+        GuardStage::ToolArguments => {
+            let payload = ToolArgumentsFiltered { guard, gateway_id };
+            audit.emit(event(rc, result, resource, payload));
+        }
     }
 }

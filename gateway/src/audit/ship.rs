@@ -91,7 +91,12 @@ async fn send_isolating<'a>(
 /// naming it (counted as reported, so the writer does not report it again).
 fn drop_refused(spool: &Spool, drops: &Drops, line: &[u8], why: &str) {
     let named = super::events::refused_line_event(line, why);
-    tracing::error!(event_id = %named.payload["event_id"], why, "The control plane refused an audit event; it is dropped.");
+    let event_id = named.payload.event_id.as_deref().unwrap_or_default();
+    tracing::error!(
+        event_id,
+        why,
+        "The control plane refused an audit event; it is dropped."
+    );
     drops.reported.fetch_add(1, Ordering::SeqCst);
     drops.dropped.fetch_add(1, Ordering::SeqCst);
     let Ok(mut out) = serde_json::to_vec(&named) else {
@@ -372,10 +377,12 @@ mod tests {
             "400: too large",
         );
         assert_eq!(e.event_type, "audit.dropped");
-        assert_eq!(e.payload["event_id"], "ev-1");
-        assert_eq!(e.payload["event_type"], "model.call");
-        assert_eq!(e.payload["dropped"], 1);
-        assert!(e.payload["refusal"].as_str().unwrap().contains("too large"));
+        let payload = serde_json::to_value(&e.payload).unwrap();
+        assert_eq!(payload["event_id"], "ev-1");
+        assert_eq!(payload["event_type"], "model.call");
+        assert_eq!(payload["dropped"], 1);
+        assert_eq!(payload["bytes"], 52);
+        assert!(payload["refusal"].as_str().unwrap().contains("too large"));
     }
 
     #[test]

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use portcullis_shared::api::guards::GuardStage;
-use serde_json::{json, Value};
+use portcullis_shared::audit::catalog::GuardRecord;
+use serde_json::Value;
 
 use super::detect::{redact, Action, Detector, Found};
 
@@ -185,7 +186,7 @@ impl Tally {
     }
 
     /// What each guard that matched did, for the call's audit event.
-    pub fn record(&self) -> Vec<Value> {
+    pub fn record(&self) -> Vec<GuardRecord> {
         self.matches()
             .map(|(g, n)| self.outcome(g, n).record())
             .collect()
@@ -228,10 +229,16 @@ pub struct Outcome<'a> {
 }
 
 impl Outcome<'_> {
-    /// As the call's audit event lists it.
-    pub fn record(&self) -> Value {
-        json!({"guard_id": self.guard_id, "guard": self.guard, "stage": self.stage.as_str(),
-            "kind": self.kind.as_str(), "action": self.action.as_str(), "matches": self.matches})
+    /// As the call's audit event lists it (and its `*.filtered` event holds it).
+    pub fn record(&self) -> GuardRecord {
+        GuardRecord {
+            guard_id: self.guard_id.to_string(),
+            guard: self.guard.to_string(),
+            stage: self.stage,
+            kind: self.kind,
+            action: self.action,
+            matches: self.matches,
+        }
     }
 }
 
@@ -260,15 +267,13 @@ const ENVELOPE: &[&str] = &[
 ];
 
 /// What the guards did to one call, at every stage, for its `model.call` or `tool.call` event
-/// (serialized, it is the payload's `guards` and `delivered`).
-#[derive(Default, serde::Serialize)]
+/// (the payload's `guards` and `delivered`).
+#[derive(Default)]
 pub struct Log {
     /// One entry per guard that matched, per stage.
-    #[serde(rename = "guards", skip_serializing_if = "Vec::is_empty")]
-    records: Vec<Value>,
+    pub records: Vec<GuardRecord>,
     /// What of the answer the caller received, when output guards applied: `as_answered`,
     /// `redacted`, `partial` or `nothing`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub delivered: Option<&'static str>,
 }
 
@@ -285,12 +290,8 @@ impl Log {
         self.records.push(outcome.record());
     }
 
-    /// Writes `guards` and `delivered` into an event's payload object, as it serializes.
-    pub fn write(self, payload: &mut Value) {
-        if let (Value::Object(payload), Ok(Value::Object(log))) =
-            (payload, serde_json::to_value(self))
-        {
-            payload.extend(log);
-        }
+    /// The payload's `guards` and `delivered`.
+    pub fn into_fields(self) -> (Vec<GuardRecord>, Option<String>) {
+        (self.records, self.delivered.map(str::to_string))
     }
 }

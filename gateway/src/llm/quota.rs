@@ -2,6 +2,8 @@
 //! against every enabled quota that applies; after the call the reservation is settled to the
 //! metered cost (or, if the upstream reported no usage, kept at the worst case: never zero).
 
+use portcullis_shared::audit::catalog::{QuotaExceeded, QuotaThreshold};
+use portcullis_shared::audit::{results, AuditEvent};
 use portcullis_shared::prices::{Price, Usage};
 
 use super::api::Limits;
@@ -138,28 +140,19 @@ pub async fn reserve<'g>(
 }
 
 /// `quota.threshold`: a settled call took a quota past 80 % or 100 % of its limit.
-pub fn threshold_event(
-    rc: &RequestCtx<'_>,
-    c: &Crossing,
-) -> portcullis_shared::audit::AuditEventV1 {
+pub fn threshold_event(rc: &RequestCtx<'_>, c: &Crossing) -> AuditEvent<QuotaThreshold> {
     let q = &c.applied.quota;
     let resource = crate::audit::resource("quota", &q.id, &q.name);
-    let mut e = crate::audit::base(
-        rc,
-        portcullis_shared::audit::types::QUOTA_THRESHOLD,
-        portcullis_shared::audit::results::ALLOWED,
-        resource,
-    );
-    e.payload = serde_json::json!({
-        "quota_id": q.id,
-        "percent": c.percent,
-        "spent_micros": c.spent,
-        "limit_micros": q.limit_micros,
-        "window": q.window.as_str(),
-        "caller": c.applied.caller,
-        "resets_at": c.applied.resets_at(),
-    });
-    e
+    let payload = QuotaThreshold {
+        quota_id: q.id.clone(),
+        percent: c.percent,
+        spent_micros: c.spent,
+        limit_micros: q.limit_micros,
+        window: q.window.as_str().to_string(),
+        caller: c.applied.caller.clone(),
+        resets_at: c.applied.resets_at(),
+    };
+    crate::audit::event(rc, results::ALLOWED, resource, payload)
 }
 
 /// `quota.exceeded`: a call (or a pool member) was refused because a quota had no room.
@@ -173,19 +166,14 @@ pub fn refused(gw: &Gateway, rc: &RequestCtx<'_>, err: &GatewayError) {
         return;
     };
     let resource = crate::audit::resource("quota", quota_id, "");
-    let mut e = crate::audit::base(
-        rc,
-        portcullis_shared::audit::types::QUOTA_EXCEEDED,
-        portcullis_shared::audit::results::DENIED,
-        resource,
-    );
-    e.payload = serde_json::json!({
-        "quota_id": quota_id,
-        "reason": message,
-        "reason_code": "quota_exceeded",
-        "resets_at": resets_at,
-    });
-    gw.audit.emit(e);
+    let payload = QuotaExceeded {
+        quota_id: quota_id.clone(),
+        reason: message.clone(),
+        reason_code: "quota_exceeded".into(),
+        resets_at: resets_at.clone(),
+    };
+    gw.audit
+        .emit(crate::audit::event(rc, results::DENIED, resource, payload));
 }
 
 #[cfg(test)]

@@ -3,11 +3,10 @@
 
 use std::time::Instant;
 
-use portcullis_shared::audit::AuditEvent;
-use portcullis_shared::audit::ResourceRef;
+use portcullis_shared::audit::catalog::{ModelCall, UsageRecord};
+use portcullis_shared::audit::{AuditEvent, ResourceRef};
 use portcullis_shared::prices;
 use portcullis_shared::snapshot::Charge;
-use serde::Serialize;
 
 use super::api::InboundApi;
 use super::translate::Translation;
@@ -138,172 +137,94 @@ struct Call<'a> {
     latency: std::time::Duration,
 }
 
-/// The payload of a `model.call` event, written as it is serialized (no JSON tree built per
-/// call).
-#[derive(Serialize)]
-struct ModelCall<'a> {
-    model: &'a str,
-    api: &'static str,
-    gateway_id: &'a str,
-    stream: bool,
-    status: u16,
-    latency_ms: f64,
-    attempts: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    upstream_status: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    served_by: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    provider: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    upstream_model: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    translated: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<UsageRecord>,
-    /// Metered usage at the serving model's price, in integer micro-USD.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cost_micros: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    price_source: Option<PriceLabel<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    charges: Vec<Charge>,
-    #[serde(flatten)]
-    guards: crate::guard::Log,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason_code: Option<&'static str>,
-}
-
-fn model_call_event<'a>(
-    rc: &'a RequestCtx<'_>,
+/// The `model.call` event of a call that ended (the event names what served it and what it
+/// cost; never its prompt or answer).
+fn model_call_event(
+    rc: &RequestCtx<'_>,
     resource: ResourceRef,
-    call: &'a Call<'_>,
-    served: &'a mut Served<'_>,
+    call: &Call<'_>,
+    served: &mut Served<'_>,
     error: Option<&GatewayError>,
-) -> AuditEvent<ModelCall<'a>> {
-    use portcullis_shared::audit::{results, types};
+) -> AuditEvent<ModelCall> {
+    use portcullis_shared::audit::results;
     let ok = error.is_none() && (200..400).contains(&call.status);
-    let mut e = audit::base(
-        rc,
-        types::MODEL_CALL,
-        if ok { results::ALLOWED } else { results::ERROR },
-        resource,
-    );
-    // Prompts and completions are never recorded.
-    e.data_handling.omitted = vec!["request.messages".into(), "response.choices".into()];
     let model = served.model.as_deref();
     let price = model.and_then(|m| m.price.as_ref());
     let (cost_micros, price_source) = match (price, served.usage) {
-        (Some((source, price)), Some(usage)) => (
-            Some(price.cost_micros(&usage)),
-            Some(PriceLabel::Priced(source)),
-        ),
-        (None, Some(_)) => (None, Some(PriceLabel::Unpriced)),
+        (Some((source, price)), Some(usage)) => {
+            (Some(price.cost_micros(&usage)), Some(price_label(source)))
+        }
+        (None, Some(_)) => (None, Some("unpriced".to_string())),
         _ => (None, None),
     };
+    let (guards, delivered) = std::mem::take(&mut served.guards).into_fields();
     let payload = ModelCall {
-        model: call.requested,
-        api: call.api.as_str(),
-        gateway_id: &rc.gateway.id,
+        model: call.requested.to_string(),
+        api: call.api.as_str().to_string(),
+        gateway_id: rc.gateway.id.clone(),
         stream: call.streaming,
         status: call.status,
         latency_ms: audit::millis(call.latency),
         attempts: served.attempts,
         upstream_status: (served.upstream_status != 0).then_some(served.upstream_status),
-        served_by: model.map(|m| m.name.as_str()),
-        provider: model.map(|m| m.provider.id),
-        upstream_model: model.map(|m| m.upstream_model.as_str()),
+        served_by: model.map(|m| m.name.clone()),
+        provider: model.map(|m| m.provider.id.to_string()),
+        upstream_model: model.map(|m| m.upstream_model.clone()),
         translated: served.translation.map(Translation::translates),
-        usage: served.usage.as_ref().map(UsageRecord::of),
+        usage: served.usage.as_ref().map(usage_record),
         cost_micros,
         price_source,
         charges: std::mem::take(&mut served.charges),
-        guards: std::mem::take(&mut served.guards),
+        guards,
+        delivered,
         error: error.map(ToString::to_string),
-        reason_code: error.map(|err| err.openai_type_and_code().1),
+        reason_code: error.map(|err| err.openai_type_and_code().1.to_string()),
     };
-    e.with_payload(payload)
+    let result = if ok { results::ALLOWED } else { results::ERROR };
+    let mut e = audit::event(rc, result, resource, payload);
+    // Prompts and completions are never recorded.
+    e.data_handling.omitted = vec!["request.messages".into(), "response.choices".into()];
+    e
 }
 
-/// Where a call's price came from, written as `override`, `table <version>: <key>` or
-/// `unpriced` without building the text first.
-enum PriceLabel<'a> {
-    Priced(&'a prices::PriceSource),
-    Unpriced,
-}
-
-impl Serialize for PriceLabel<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            PriceLabel::Priced(prices::PriceSource::Override) => {
-                serializer.serialize_str("override")
-            }
-            PriceLabel::Priced(prices::PriceSource::Table(key)) => {
-                serializer.collect_str(&format_args!("table {}: {key}", prices::TABLE_VERSION))
-            }
-            PriceLabel::Unpriced => serializer.serialize_str("unpriced"),
-        }
+/// Where a call's price came from: `override` or `table <version>: <key>`.
+fn price_label(source: &prices::PriceSource) -> String {
+    match source {
+        prices::PriceSource::Override => "override".to_string(),
+        prices::PriceSource::Table(key) => format!("table {}: {key}", prices::TABLE_VERSION),
     }
 }
 
 /// Usage as recorded, whatever the provider: prompt tokens include those read from and
 /// written to the provider's cache.
-#[derive(Serialize)]
-struct UsageRecord {
-    prompt_tokens: u64,
-    completion_tokens: u64,
-    total_tokens: u64,
-    #[serde(skip_serializing_if = "is_zero")]
-    cached_tokens: u64,
-    #[serde(skip_serializing_if = "is_zero")]
-    cache_write_tokens: u64,
-}
-
-impl UsageRecord {
-    fn of(u: &prices::Usage) -> Self {
-        Self {
-            prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
-            total_tokens: u.prompt_tokens.saturating_add(u.completion_tokens),
-            cached_tokens: u.cached_tokens,
-            cache_write_tokens: u.cache_write_tokens,
-        }
+fn usage_record(u: &prices::Usage) -> UsageRecord {
+    UsageRecord {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        total_tokens: u.prompt_tokens.saturating_add(u.completion_tokens),
+        cached_tokens: u.cached_tokens,
+        cache_write_tokens: u.cache_write_tokens,
     }
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 #[cfg(test)]
 mod tests {
+    use portcullis_shared::api::guards::{GuardAction, GuardKind, GuardStage};
+    use portcullis_shared::audit::catalog::GuardRecord;
     use serde_json::json;
 
     use super::*;
 
-    fn call<'a>() -> ModelCall<'a> {
+    fn call() -> ModelCall {
         ModelCall {
-            model: "chat",
-            api: "openai.chat_completions",
-            gateway_id: "g1",
+            model: "chat".into(),
+            api: "openai.chat_completions".into(),
+            gateway_id: "g1".into(),
             stream: false,
             status: 200,
             latency_ms: 1.5,
             attempts: 1,
-            upstream_status: None,
-            served_by: None,
-            provider: None,
-            upstream_model: None,
-            translated: None,
-            usage: None,
-            cost_micros: None,
-            price_source: None,
-            charges: Vec::new(),
-            guards: crate::guard::Log::default(),
-            error: None,
-            reason_code: None,
+            ..ModelCall::default()
         }
     }
 
@@ -326,17 +247,27 @@ mod tests {
             cache_write_tokens: 0,
         };
         let table = prices::PriceSource::Table("gpt-4o-mini");
-        let mut guards = crate::guard::Log::default();
-        guards.delivered = Some("redacted");
+        let log = crate::guard::Log {
+            records: vec![GuardRecord {
+                guard_id: "gd1".into(),
+                guard: "no-secrets".into(),
+                stage: GuardStage::LlmOutput,
+                kind: GuardKind::Secrets,
+                action: GuardAction::Redact,
+                matches: 2,
+            }],
+            delivered: Some("redacted"),
+        };
+        let (guards, delivered) = log.into_fields();
         let served = ModelCall {
             upstream_status: Some(200),
-            served_by: Some("m1"),
-            provider: Some("openai"),
-            upstream_model: Some("gpt-4o-mini"),
+            served_by: Some("m1".into()),
+            provider: Some("openai".into()),
+            upstream_model: Some("gpt-4o-mini".into()),
             translated: Some(true),
-            usage: Some(UsageRecord::of(&usage)),
+            usage: Some(usage_record(&usage)),
             cost_micros: Some(7),
-            price_source: Some(PriceLabel::Priced(&table)),
+            price_source: Some(price_label(&table)),
             charges: vec![Charge {
                 quota_id: "q1".into(),
                 day: 20_000,
@@ -344,8 +275,9 @@ mod tests {
                 micros: 7,
             }],
             guards,
+            delivered,
             error: Some("upstream failed".into()),
-            reason_code: Some("upstream_error"),
+            reason_code: Some("upstream_error".into()),
             ..call()
         };
         let payload = serde_json::to_value(served).unwrap();
@@ -360,18 +292,11 @@ mod tests {
                    "cost_micros": 7,
                    "price_source": format!("table {}: gpt-4o-mini", prices::TABLE_VERSION),
                    "charges": [{"quota_id": "q1", "day": 20_000, "micros": 7}],
+                   "guards": [{"guard_id": "gd1", "guard": "no-secrets", "stage": "llm_output",
+                               "kind": "secrets", "action": "redact", "matches": 2}],
                    "delivered": "redacted",
                    "error": "upstream failed", "reason_code": "upstream_error"})
         );
-        let labels = [
-            (
-                PriceLabel::Priced(&prices::PriceSource::Override),
-                "override",
-            ),
-            (PriceLabel::Unpriced, "unpriced"),
-        ];
-        for (label, text) in labels {
-            assert_eq!(serde_json::to_value(label).unwrap(), json!(text));
-        }
+        assert_eq!(price_label(&prices::PriceSource::Override), "override");
     }
 }

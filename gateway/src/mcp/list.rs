@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
 use portcullis_shared::api::tools::ToolStatus;
+use portcullis_shared::audit::catalog::ToolList;
+use portcullis_shared::audit::AuditEvent;
 use portcullis_shared::policy::Action;
 use serde_json::{json, Value};
 
@@ -309,21 +311,21 @@ fn list_event(
     count: usize,
     failed: Vec<String>,
     latency: std::time::Duration,
-) -> portcullis_shared::audit::AuditEventV1 {
-    use portcullis_shared::audit::{results, types};
+) -> AuditEvent<ToolList> {
+    use portcullis_shared::audit::results;
     let resource = audit::resource("gateway", &rc.gateway.id, &rc.gateway.name);
     let result = if failed.is_empty() {
         results::ALLOWED
     } else {
         results::ERROR
     };
-    let mut e = audit::base(rc, types::TOOL_LIST, result, resource);
+    let payload = ToolList {
+        gateway_id: rc.gateway.id.clone(),
+        tools: count as u64,
+        failed_connections: failed,
+        latency_ms: audit::millis(latency),
+    };
+    let mut e = audit::event(rc, result, resource, payload);
     e.request.rpc_method = "tools/list".into();
-    e.payload = json!({
-        "gateway_id": rc.gateway.id,
-        "tools": count,
-        "failed_connections": failed,
-        "latency_ms": audit::millis(latency),
-    });
     e
 }
