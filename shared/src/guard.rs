@@ -6,11 +6,16 @@
 //! optional check the candidate must also pass (Luhn for card numbers, the IBAN checksum, SSN
 //! ranges, entropy). A block match anywhere wins over any redaction.
 
+mod checks;
 pub mod config;
 pub mod schema;
+#[cfg(test)]
+mod tests;
 
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
+
+use checks::{passes, Check};
 
 /// What a guard does with a match.
 pub use crate::api::guards::GuardAction as Action;
@@ -103,16 +108,6 @@ pub struct GuardSpec {
     pub name: String,
     pub action: Action,
     pub finds: Finds,
-}
-
-/// A further test a candidate must pass to count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Check {
-    None,
-    Luhn,
-    Iban,
-    Ssn,
-    Entropy,
 }
 
 struct Tag {
@@ -574,160 +569,5 @@ pub fn max_len(pattern: &str) -> Result<usize, CompileError> {
             "pattern {pattern:?} can match text of any length; bound it (e.g. {{1,64}} instead \
              of + or *) so a stream can hold back enough to see a whole match"
         ))),
-    }
-}
-
-fn passes(check: Check, span: &str) -> bool {
-    match check {
-        Check::None => true,
-        Check::Luhn => luhn(span),
-        Check::Iban => iban(span),
-        Check::Ssn => ssn(span),
-        Check::Entropy => high_entropy(span),
-    }
-}
-
-/// The Luhn checksum of the digits (13 to 19 of them).
-fn luhn(span: &str) -> bool {
-    let digits: Vec<u32> = span.chars().filter_map(|c| c.to_digit(10)).collect();
-    if !(13..=19).contains(&digits.len()) {
-        return false;
-    }
-    let sum: u32 = digits
-        .iter()
-        .rev()
-        .enumerate()
-        .map(|(i, &d)| {
-            if i % 2 == 1 {
-                let d = d * 2;
-                if d > 9 {
-                    d - 9
-                } else {
-                    d
-                }
-            } else {
-                d
-            }
-        })
-        .sum();
-    sum.is_multiple_of(10)
-}
-
-/// ISO 13616: the country and check digits moved to the end, letters as numbers, mod 97 = 1.
-fn iban(span: &str) -> bool {
-    let compact: String = span.chars().filter(|c| !c.is_whitespace()).collect();
-    if !(15..=34).contains(&compact.len()) {
-        return false;
-    }
-    let (head, tail) = compact.split_at(4);
-    let mut rem: u32 = 0;
-    for c in tail.chars().chain(head.chars()) {
-        let v = match c.to_digit(36) {
-            Some(v) => v,
-            None => return false,
-        };
-        let step = if v >= 10 { 100 } else { 10 };
-        rem = (rem * step + v) % 97;
-    }
-    rem == 1
-}
-
-/// A US SSN as the SSA assigns them: no area 000, 666 or 900–999, no group 00, no serial 0000.
-fn ssn(span: &str) -> bool {
-    let parts: Vec<&str> = span.split('-').collect();
-    let [area, group, serial] = parts.as_slice() else {
-        return false;
-    };
-    let n = |s: &str| s.parse::<u32>().unwrap_or(0);
-    let area = n(area);
-    area != 0 && area != 666 && area < 900 && n(group) != 0 && n(serial) != 0
-}
-
-/// Random-looking: letters and digits mixed, not a UUID, and at least 3.5 bits of entropy per
-/// character (English words and padded ids stay well below).
-fn high_entropy(span: &str) -> bool {
-    let bytes = span.as_bytes();
-    let has_digit = bytes.iter().any(u8::is_ascii_digit);
-    let has_alpha = bytes.iter().any(u8::is_ascii_alphabetic);
-    if !has_digit || !has_alpha || looks_like_uuid(span) {
-        return false;
-    }
-    let mut counts = [0u32; 256];
-    for &b in bytes {
-        counts[usize::from(b)] += 1;
-    }
-    let len = bytes.len() as f64;
-    let entropy: f64 = counts
-        .iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| {
-            let p = f64::from(c) / len;
-            -p * p.log2()
-        })
-        .sum();
-    entropy >= 3.5
-}
-
-fn looks_like_uuid(span: &str) -> bool {
-    span.len() == 36 && uuid_shape(span)
-}
-
-fn uuid_shape(span: &str) -> bool {
-    span.char_indices().all(|(i, c)| match i {
-        8 | 13 | 18 | 23 => c == '-',
-        _ => c.is_ascii_hexdigit(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use proptest::prelude::*;
-
-    use super::*;
-
-    fn by_regex(text: &str, at: usize, end: usize) -> Option<(usize, usize)> {
-        let regex = Regex::new(HIGH_ENTROPY).unwrap();
-        let input = Input::new(text).range(at..end);
-        regex.search(&input).map(|m| (m.start(), m.end()))
-    }
-
-    #[test]
-    fn the_entropy_pass_is_a_byte_scan() {
-        assert!(matches!(
-            Engine::build(&[HIGH_ENTROPY.to_string()]).unwrap(),
-            Engine::Runs
-        ));
-        let text = "key: +/abcdefghijklmnopqrstuvwxyz0123456789 end";
-        assert_eq!(
-            entropy_candidate(text.as_bytes(), 0, text.len()),
-            by_regex(text, 0, text.len())
-        );
-        assert_eq!(
-            entropy_candidate(text.as_bytes(), 0, text.len()),
-            Some((7, 43))
-        );
-        let long = format!("é{}-x", "ab1".repeat(200));
-        for (at, found) in [(0, Some((2, 258))), (2, Some((2, 258))), (5, None)] {
-            assert_eq!(entropy_candidate(long.as_bytes(), at, long.len()), found);
-            assert_eq!(by_regex(&long, at, long.len()), found);
-        }
-    }
-
-    proptest! {
-        /// The byte scan finds what the pattern it stands for finds, from any start to any end,
-        /// on text mixing run bytes, word boundaries and multi-byte characters.
-        #[test]
-        fn the_byte_scan_matches_the_pattern(
-            text in "[a-c0-2+/=_\\- .é]{0,400}",
-            cut in 0usize..400,
-            stop in 0usize..400,
-        ) {
-            let at = cut.min(text.len());
-            let end = stop.max(at).min(text.len());
-            prop_assume!(text.is_char_boundary(at) && text.is_char_boundary(end));
-            prop_assert_eq!(entropy_candidate(text.as_bytes(), at, end), by_regex(&text, at, end));
-        }
     }
 }
