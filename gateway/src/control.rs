@@ -221,3 +221,39 @@ impl Backoff {
         self.next = Self::FIRST;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_to_its_ceiling_and_restarts_after_a_success() {
+        let mut backoff = Backoff::up_to(Duration::from_secs(1));
+        let waits: Vec<u128> = (0..5).map(|_| backoff.take().as_millis()).collect();
+        assert_eq!(waits, [250, 500, 1000, 1000, 1000]);
+        backoff.reset();
+        assert_eq!(backoff.peek(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn a_refusal_says_the_control_planes_message() {
+        let refused = SyncError::Refused {
+            status: reqwest::StatusCode::PRECONDITION_FAILED,
+            message: Some("not connected yet".into()),
+        };
+        assert_eq!(
+            refused.to_string(),
+            "the control plane answered 412 Precondition Failed: not connected yet"
+        );
+        assert!(!refused.is_bad_request());
+        let bare = SyncError::Refused {
+            status: reqwest::StatusCode::BAD_REQUEST,
+            message: None,
+        };
+        assert_eq!(
+            bare.to_string(),
+            "the control plane answered 400 Bad Request"
+        );
+        assert!(bare.is_bad_request());
+    }
+}
